@@ -1,0 +1,72 @@
+// Batch memory: where the engine writes samples, and who provides it.
+//
+// The engine never calls malloc for batches itself: it asks a BufferAllocator
+// for each of its K batch buffers once and recycles them. The default gives
+// aligned host memory; the PyTorch layer plugs in an allocator whose Buffers
+// own pinned, torch-allocated tensors, without any change to the engine.
+//
+// Thread safety: Allocate() may be called from any engine thread and must be
+// safe for concurrent use. A Buffer is owned by one holder at a time; it is
+// destroyed (memory returned) on whichever thread drops the last reference.
+#ifndef FEEDLINE_BUFFER_H_
+#define FEEDLINE_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/export.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+// Every Buffer's data() is aligned to at least this many bytes (a cache line;
+// also enough for AVX-512 loads).
+inline constexpr size_t kBufferAlignment = 64;
+
+class FEEDLINE_EXPORT Buffer {
+ public:
+  virtual ~Buffer() = default;
+  // Start of size() writable bytes, kBufferAlignment-aligned; stable for the
+  // Buffer's lifetime.
+  virtual void* data() = 0;
+  virtual size_t size() const = 0;
+};
+
+class FEEDLINE_EXPORT BufferAllocator {
+ public:
+  virtual ~BufferAllocator() = default;
+  // A buffer of at least `bytes` bytes. Errors (out of memory, a failed
+  // pin) are ResourceExhausted naming the size.
+  virtual Result<std::unique_ptr<Buffer>> Allocate(size_t bytes) = 0;
+  // Short name for metrics and errors: "host", "torch-pinned", ...
+  virtual std::string_view name() const = 0;
+};
+
+// Plain host memory, kBufferAlignment-aligned, not zeroed.
+FEEDLINE_EXPORT std::shared_ptr<BufferAllocator> NewHostAllocator();
+
+// Element types of batch fields, named after torch's dtypes.
+enum class DType : uint8_t { kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+
+FEEDLINE_EXPORT size_t DTypeSize(DType dtype);
+FEEDLINE_EXPORT std::string_view DTypeName(DType dtype);  // "uint8", "float32", ...
+
+// One per-sample output of a pipeline: in a batch it becomes a contiguous
+// array of shape [batch, shape...] (e.g. "image" float32 {3, 224, 224},
+// "label" int64 {}).
+struct FEEDLINE_EXPORT FieldSpec {
+  std::string name;
+  DType dtype = DType::kUInt8;
+  std::vector<int64_t> shape;  // per sample; empty means a scalar
+
+  // Bytes one sample occupies; 0 if a dimension is not positive.
+  size_t SampleBytes() const;
+};
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_BUFFER_H_

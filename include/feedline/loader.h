@@ -1,0 +1,141 @@
+// Loader: the engine. Turns a Pipeline into an ordered stream of ready
+// batches using N worker threads, K recycled batch buffers and a byte budget.
+//
+//   auto loader = feedline::Loader::Create(pipeline, options);  // Result<unique_ptr<Loader>>
+//   feedline::Batch batch;
+//   bool end = false;
+//   while (true) {
+//     FEEDLINE_RETURN_IF_ERROR((*loader)->Next(&batch, &end));
+//     if (end) break;
+//     Train(batch);
+//   }
+//
+// Output is deterministic: the batches of an epoch, bytes included, depend on
+// (pipeline, seed, epoch, rank, world size, batch size, drop_last) only, not
+// on the thread count, buffer count or timing (docs/engine.md says why).
+//
+// Epochs: the loader starts at options.start_epoch. Next() reports the end of
+// an epoch once (end_of_epoch = true, no batch), then continues with the next
+// epoch. SetEpoch() jumps to the start of any epoch.
+//
+// Errors: a sample error carries its sample id, op and location
+// (SampleError). Under ErrorPolicy::kRaise, Next() returns it at the batch
+// where it occurred, after all earlier batches, and the stream stops: every
+// later call returns the same error. Under kSkip the sample is dropped from
+// its batch and counted; error max_errors + 1 stops the stream with a summary.
+// Errors are counted in delivery order, so which error trips the limit is
+// deterministic too.
+//
+// Thread safety: Next, SetEpoch and RestoreState must be called from one
+// thread at a time (the consumer). Cancel, Metrics, SaveState, epoch and
+// num_batches are safe for concurrent use from any thread. Destroying the
+// loader cancels it and joins its threads (promptly as long as ops return;
+// a long op should poll Sample::cancelled()); batches still held stay valid.
+#ifndef FEEDLINE_LOADER_H_
+#define FEEDLINE_LOADER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "feedline/batch.h"
+#include "feedline/buffer.h"
+#include "feedline/export.h"
+#include "feedline/metrics.h"
+#include "feedline/sample.h"
+#include "feedline/sampler.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+enum class ErrorPolicy {
+  kRaise,  // the first sample error stops the stream (default)
+  kSkip,   // drop bad samples, count them; error max_errors + 1 stops the stream
+};
+
+struct FEEDLINE_EXPORT LoaderOptions {
+  // Sampling (see sampler.h).
+  uint64_t batch_size = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  bool drop_last = false;
+  uint64_t start_epoch = 0;
+
+  // Parallelism. 0 means one per core the process may use.
+  uint32_t num_threads = 0;
+
+  // Memory. The ring holds at most `ring_depth` batch buffers (in production,
+  // ready, or held by the consumer), further capped so that their bytes stay
+  // within `max_bytes`. A budget too small for one batch is an error naming
+  // the bytes needed.
+  uint32_t ring_depth = 4;
+  uint64_t max_bytes = uint64_t{1} << 30;
+  std::shared_ptr<BufferAllocator> allocator;  // null: NewHostAllocator()
+
+  // Errors.
+  ErrorPolicy error_policy = ErrorPolicy::kRaise;
+  uint64_t max_errors = 0;         // with kSkip: errors tolerated before failing
+  uint32_t error_log_capacity = 64;  // SampleErrors kept in Metrics().errors.log
+
+  // A single op running longer than this is reported by Next() as
+  // DeadlineExceeded naming the op and sample, and the stream stops. 0: off.
+  uint64_t stall_timeout_ms = 0;
+
+  // Restore states saved at another world size when the global batch size
+  // (batch_size * world_size) is unchanged (sampler.h).
+  bool elastic = false;
+};
+
+class FEEDLINE_EXPORT Loader {
+ public:
+  // Validates everything and starts the worker threads. Errors:
+  // InvalidArgument for bad options or a pipeline without samples or fields;
+  // ResourceExhausted when max_bytes cannot hold one batch.
+  static Result<std::unique_ptr<Loader>> Create(Pipeline pipeline, LoaderOptions options);
+
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Blocks until the next batch is ready. On success sets either *batch (and
+  // *end_of_epoch = false) or *end_of_epoch = true. Errors: the sample error
+  // or error summary that stopped the stream (sticky); Cancelled after
+  // Cancel(); DeadlineExceeded for a stalled op; ResourceExhausted (not
+  // sticky) when the consumer holds every buffer the budget allows, so no
+  // further batch can be produced until it releases one.
+  Status Next(Batch* batch, bool* end_of_epoch);
+
+  // Restarts at the first batch of `epoch`, discarding batches in flight.
+  void SetEpoch(uint64_t epoch);
+
+  // The position before the batch the next Next() would return (batches in
+  // flight are not state: they are recomputed). See Sampler::SaveState.
+  std::string SaveState() const;
+  // Continues from a saved position, discarding batches in flight. Errors as
+  // for Sampler::RestoreState; on error the position is unchanged.
+  Status RestoreState(std::string_view state);
+
+  // Stops the stream from any thread: every wait wakes, Next() returns
+  // Cancelled. Idempotent.
+  void Cancel();
+
+  MetricsSnapshot Metrics() const;
+
+  const Sampler& sampler() const;
+  uint64_t num_batches() const;  // per epoch, on every rank
+  uint64_t epoch() const;        // the epoch of the next batch
+  uint32_t num_threads() const;
+
+  class Impl;
+
+ private:
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_LOADER_H_

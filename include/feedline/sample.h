@@ -1,0 +1,135 @@
+// The per-sample chain: what a worker thread does to turn a sample id into
+// its slot of a batch.
+//
+// A Pipeline is an immutable description: the dataset size, the per-sample
+// output fields, and an ordered list of SampleOps. A worker runs the ops of
+// one sample back to back on its own thread (a fused chain: no queue, no
+// hand-off between ops): typically a source op that fills the sample's bytes,
+// label and location from storage, then ops that decode and transform,
+// writing the result straight into the sample's output slot in the batch.
+//
+// The engine knows no format and no codec: those live in ops.
+//
+// Thread safety: a SampleOp is shared by all workers; Apply() is const and
+// must be safe for concurrent use. Mutable per-thread state (scratch buffers,
+// codec handles) goes in the OpState that NewState() creates once per worker;
+// it is only ever touched by that worker. A Sample is owned by one worker.
+#ifndef FEEDLINE_SAMPLE_H_
+#define FEEDLINE_SAMPLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/buffer.h"
+#include "feedline/export.h"
+#include "feedline/random.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+namespace detail {
+class SampleRunner;
+}  // namespace detail
+
+// Where a sample's bytes came from, for error messages. Source ops fill what
+// they know; unknown numbers stay -1.
+struct FEEDLINE_EXPORT SampleLocation {
+  std::string file;     // shard, tar or image path, or URL
+  int64_t record = -1;  // record number within the file
+  int64_t offset = -1;  // byte offset of the record within the file
+  std::string key;      // the sample's key (e.g. a relative path)
+
+  // "file 'a.fls', record 17, offset 4096, key 'n01/x.jpg'"; empty if nothing is known.
+  std::string ToString() const;
+  void Clear();
+};
+
+// One sample in flight: its identity, the data handed from op to op, and
+// where its outputs go. Ops read and write it; the engine resets it between
+// samples while keeping buffer capacity (no allocation in steady state).
+class FEEDLINE_EXPORT Sample {
+ public:
+  uint64_t id() const { return id_; }
+  uint64_t epoch() const { return epoch_; }
+  // True for a padding duplicate (see sampler.h).
+  bool is_padding() const { return is_padding_; }
+
+  // The random stream of the op now running: a pure function of (seed,
+  // epoch, sample id, op index). Each call returns the stream from its start.
+  SampleRng rng() const { return SampleRng(epoch_key_, id_, op_index_); }
+
+  // The sample's encoded bytes. A source op either points them at memory that
+  // outlives the chain (an mmap'ed shard: zero copy) with set_data(), or
+  // fills scratch() and calls set_data(scratch()).
+  std::span<const uint8_t> data() const { return data_; }
+  void set_data(std::span<const uint8_t> data) { data_ = data; }
+  std::vector<uint8_t>& scratch() { return scratch_; }
+
+  int64_t label = 0;
+  SampleLocation& location() { return location_; }
+  const SampleLocation& location() const { return location_; }
+
+  // Output slot: field i of this sample, SampleBytes() of fields()[i] long,
+  // inside the batch buffer. Write it; do not keep the pointer.
+  size_t num_outputs() const { return outputs_.size(); }
+  void* output(size_t i) const { return outputs_[i]; }
+  template <typename T>
+  T* output_as(size_t i) const {
+    return static_cast<T*>(outputs_[i]);
+  }
+
+  // True once the loader is being cancelled or destroyed. A long-running op
+  // (a slow read, a retry loop) should check it and return CancelledError.
+  bool cancelled() const { return cancelled_->load(std::memory_order_relaxed); }
+
+ private:
+  friend class detail::SampleRunner;
+  uint64_t id_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t epoch_key_ = 0;
+  uint32_t op_index_ = 0;
+  bool is_padding_ = false;
+  std::span<const uint8_t> data_;
+  std::vector<uint8_t> scratch_;
+  SampleLocation location_;
+  std::vector<void*> outputs_;
+  const std::atomic<bool>* cancelled_ = nullptr;
+};
+
+// Per-worker mutable state of an op.
+class FEEDLINE_EXPORT OpState {
+ public:
+  virtual ~OpState() = default;
+};
+
+class FEEDLINE_EXPORT SampleOp {
+ public:
+  virtual ~SampleOp() = default;
+  // Short stable name used in metrics and errors: "read", "decode", ...
+  virtual std::string_view name() const = 0;
+  // Called once per worker thread before its first sample; may return null.
+  virtual std::unique_ptr<OpState> NewState() const { return nullptr; }
+  // Processes one sample. A non-OK status is a sample error: the engine adds
+  // the sample id, op name and location and applies the error policy.
+  virtual Status Apply(Sample& sample, OpState* state) const = 0;
+};
+
+// An op from a function, for simple stateless steps and tests.
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeOp(std::string name,
+                                                       std::function<Status(Sample&)> fn);
+
+struct FEEDLINE_EXPORT Pipeline {
+  uint64_t num_samples = 0;
+  std::vector<FieldSpec> fields;                     // outputs, in batch order
+  std::vector<std::shared_ptr<const SampleOp>> ops;  // run in order on each sample
+};
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_SAMPLE_H_

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs feedline's build and test dependencies from Debian 12 packages.
+# Idempotent and fast when everything is present: it asks dpkg first and only
+# calls apt-get (update + install, non-interactive) for what is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential   # g++ 12, make
+  cmake             # build system (3.25 on Debian 12)
+  pkg-config
+  libgtest-dev      # unit tests
+  libgmock-dev
+  libbenchmark-dev  # bench/micro
+  clang             # TSan/-Wthread-safety build and libFuzzer harnesses
+  libclang-rt-14-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,75 @@
+#include "feedline/batch.h"
+
+#include "src/core/check.h"
+#include "src/engine/detail/batch_data.h"
+
+namespace feedline {
+
+namespace detail {
+
+BatchLayout BatchLayout::Make(uint64_t batch_size, std::vector<FieldSpec> fields) {
+  BatchLayout layout;
+  layout.batch_size = batch_size;
+  size_t offset = 0;
+  for (const FieldSpec& f : fields) {
+    const size_t bytes = f.SampleBytes();
+    layout.sample_bytes.push_back(bytes);
+    layout.offsets.push_back(offset);
+    offset += (bytes * batch_size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  }
+  layout.total_bytes = offset;
+  layout.fields = std::move(fields);
+  return layout;
+}
+
+}  // namespace detail
+
+std::string SampleError::Reason() const {
+  std::string r = op;
+  r += '/';
+  r += StatusCodeName(status.code());
+  return r;
+}
+
+std::string SampleError::ToString() const {
+  std::string s = "sample " + std::to_string(sample_id) + " (epoch " + std::to_string(epoch) +
+                  ", batch " + std::to_string(batch);
+  const std::string where = location.ToString();
+  if (!where.empty()) s += ", " + where;
+  s += ") in op '" + op + "': " + status.ToString();
+  return s;
+}
+
+uint64_t Batch::epoch() const { return d_ ? d_->epoch : 0; }
+uint64_t Batch::index() const { return d_ ? d_->index : 0; }
+size_t Batch::size() const { return d_ ? d_->ids.size() : 0; }
+std::span<const uint64_t> Batch::sample_ids() const {
+  return d_ ? std::span<const uint64_t>(d_->ids) : std::span<const uint64_t>();
+}
+size_t Batch::num_padding() const { return d_ ? d_->num_padding : 0; }
+std::span<const SampleError> Batch::skipped() const {
+  return d_ ? std::span<const SampleError>(d_->skipped) : std::span<const SampleError>();
+}
+size_t Batch::num_fields() const { return d_ ? d_->layout->fields.size() : 0; }
+
+const FieldSpec& Batch::field(size_t i) const {
+  FEEDLINE_CHECK(d_ != nullptr && i < d_->layout->fields.size());
+  return d_->layout->fields[i];
+}
+
+void* Batch::data(size_t i) const {
+  FEEDLINE_CHECK(d_ != nullptr && i < d_->layout->fields.size());
+  return static_cast<char*>(d_->buffer->data()) + d_->layout->offsets[i];
+}
+
+size_t Batch::field_bytes(size_t i) const {
+  FEEDLINE_CHECK(d_ != nullptr && i < d_->layout->fields.size());
+  return d_->ids.size() * d_->layout->sample_bytes[i];
+}
+
+std::shared_ptr<void> Batch::keepalive() const {
+  if (!d_) return nullptr;
+  return std::shared_ptr<void>(d_, d_->buffer->data());
+}
+
+}  // namespace feedline

@@ -1,0 +1,594 @@
+#include "feedline/loader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "src/core/check.h"
+#include "src/core/clock.h"
+#include "src/core/cpu.h"
+#include "src/core/mutex.h"
+#include "src/engine/detail/batch_data.h"
+#include "src/engine/detail/sample_runner.h"
+
+namespace feedline {
+namespace {
+
+using core::CondVar;
+using core::Mutex;
+using core::MutexLock;
+using core::NowNs;
+
+constexpr uint32_t kMaxThreads = 1024;
+// How often Next() looks for stalled ops when stall_timeout_ms is set.
+constexpr int64_t kStallPollNs = 50'000'000;
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// A batch being filled or waiting for the consumer.
+struct Slot {
+  uint64_t batch = 0;
+  std::unique_ptr<Buffer> buffer;
+  uint64_t remaining = 0;  // samples not yet finished
+  std::vector<std::pair<uint64_t, SampleError>> errors;  // (index in batch, error)
+};
+
+}  // namespace
+
+// All state shared by the worker threads, the consumer and the batches it
+// delivered. Owned by shared_ptr: a Batch keeps it alive so that releasing a
+// buffer after the Loader is gone is safe.
+class LoaderCore final : public detail::BufferHome,
+                         public std::enable_shared_from_this<LoaderCore> {
+ public:
+  LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, uint32_t num_threads,
+             uint32_t max_buffers);
+
+  void WorkerLoop(size_t worker);
+  Status Next(Batch* batch, bool* end_of_epoch);
+  void Reset(uint64_t epoch, uint64_t batch);
+  std::string SaveState() const;
+  void Cancel();
+  void ReleaseAfterJoin();
+  MetricsSnapshot Metrics() const;
+  void Return(std::unique_ptr<Buffer> buffer) override;
+
+  uint64_t epoch() const {
+    MutexLock l(&mu_);
+    return epoch_;
+  }
+
+  // Constant after construction.
+  const Pipeline pipeline_;
+  const LoaderOptions options_;
+  const Sampler sampler_;
+  const std::shared_ptr<const detail::BatchLayout> layout_;
+  const uint32_t num_threads_;
+  const uint32_t max_buffers_;
+  const int64_t start_ns_;
+  std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
+  std::atomic<bool> cancelled_{false};
+
+ private:
+  enum class Claim { kWork, kNoInput, kNoBuffer, kExit };
+  Claim CheckClaim() const REQUIRES(mu_);
+  Slot& SlotForClaim(uint64_t batch) REQUIRES(mu_);
+  void InstallPlan() REQUIRES(mu_);
+  void DrainAndClear(MutexLock* lock) REQUIRES(mu_);
+  Status DeliverSlot(Slot slot, Batch* batch) REQUIRES(mu_);
+  Status CheckStalls() REQUIRES(mu_);
+  bool ConsumerHoldsAllBuffers() const REQUIRES(mu_);
+  Status ConsumerHoldsAllBuffersError() const REQUIRES(mu_);
+  void Stop(Status status) REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  CondVar work_cv_;     // workers: something to claim, or exit
+  CondVar ready_cv_;    // consumer: front batch complete, or stop
+  CondVar drained_cv_;  // Reset: no sample in flight
+
+  // The stream position and plan.
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;
+  uint64_t deliver_batch_ GUARDED_BY(mu_) = 0;  // next batch to hand to the consumer
+  std::unique_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);  // null until installed
+  uint64_t epoch_key_ GUARDED_BY(mu_) = 0;
+  uint64_t next_claim_ GUARDED_BY(mu_) = 0;  // next position in plan_->ids to process
+  bool draining_ GUARDED_BY(mu_) = false;
+  uint64_t active_samples_ GUARDED_BY(mu_) = 0;  // claimed, not finished
+  Status stopped_ GUARDED_BY(mu_);               // sticky stream error
+
+  // The ring.
+  std::deque<Slot> inflight_ GUARDED_BY(mu_);  // batches deliver_batch_, deliver_batch_+1, ...
+  std::vector<std::unique_ptr<Buffer>> free_buffers_ GUARDED_BY(mu_);
+  uint32_t buffers_allocated_ GUARDED_BY(mu_) = 0;
+  uint32_t buffers_out_ GUARDED_BY(mu_) = 0;  // held by delivered batches
+
+  // Metrics.
+  uint64_t batches_started_ GUARDED_BY(mu_) = 0;
+  uint64_t batches_completed_ GUARDED_BY(mu_) = 0;
+  uint64_t batches_delivered_ GUARDED_BY(mu_) = 0;
+  uint64_t peak_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t next_calls_ GUARDED_BY(mu_) = 0;
+  uint64_t consumer_wait_ns_ GUARDED_BY(mu_) = 0;
+  ErrorMetrics errors_ GUARDED_BY(mu_);
+};
+
+LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler,
+                       uint32_t num_threads, uint32_t max_buffers)
+    : pipeline_(std::move(pipeline)),
+      options_(std::move(options)),
+      sampler_(std::move(sampler)),
+      layout_(std::make_shared<detail::BatchLayout>(
+          detail::BatchLayout::Make(options_.batch_size, pipeline_.fields))),
+      num_threads_(num_threads),
+      max_buffers_(max_buffers),
+      start_ns_(NowNs()) {
+  for (uint32_t i = 0; i < num_threads_; ++i) {
+    counters_.push_back(std::make_unique<detail::WorkerCounters>(pipeline_.ops.size()));
+  }
+  MutexLock l(&mu_);
+  epoch_ = options_.start_epoch;
+  InstallPlan();
+}
+
+void LoaderCore::InstallPlan() {
+  if (plan_ == nullptr || plan_->epoch != epoch_) {
+    // O(N) for a shuffled epoch; runs on the consumer thread while workers
+    // have nothing to claim.
+    plan_ = std::make_unique<const EpochPlan>(sampler_.Plan(epoch_));
+    epoch_key_ = EpochKey(options_.seed, epoch_);
+  }
+  next_claim_ = std::min<uint64_t>(deliver_batch_ * plan_->batch_size, plan_->ids.size());
+  work_cv_.SignalAll();
+}
+
+LoaderCore::Claim LoaderCore::CheckClaim() const {
+  if (cancelled_.load(std::memory_order_relaxed) || !stopped_.ok()) return Claim::kExit;
+  if (draining_ || plan_ == nullptr || next_claim_ >= plan_->ids.size()) return Claim::kNoInput;
+  const uint64_t b = next_claim_ / plan_->batch_size;
+  if (!inflight_.empty() && inflight_.back().batch == b) return Claim::kWork;
+  if (!free_buffers_.empty() || buffers_allocated_ < max_buffers_) return Claim::kWork;
+  return Claim::kNoBuffer;
+}
+
+Slot& LoaderCore::SlotForClaim(uint64_t b) {
+  if (!inflight_.empty() && inflight_.back().batch == b) return inflight_.back();
+  Slot slot;
+  slot.batch = b;
+  slot.remaining = plan_->BatchEnd(b) - plan_->BatchBegin(b);
+  if (!free_buffers_.empty()) {
+    slot.buffer = std::move(free_buffers_.back());
+    free_buffers_.pop_back();
+  } else {
+    // At most max_buffers_ times in the loader's life. Held under the lock
+    // so the buffer count stays exact; pinned allocators are slow but rare.
+    Result<std::unique_ptr<Buffer>> buf = options_.allocator->Allocate(layout_->total_bytes);
+    if (!buf.ok()) {
+      Stop(buf.status().WithContext("allocating a " + Bytes(layout_->total_bytes) +
+                                    " batch buffer with the '" +
+                                    std::string(options_.allocator->name()) + "' allocator"));
+      slot.remaining = 0;  // the caller sees stopped_ and gives the claim back
+    } else {
+      slot.buffer = std::move(buf).value();
+      ++buffers_allocated_;
+      peak_bytes_ = std::max<uint64_t>(peak_bytes_, uint64_t{buffers_allocated_} *
+                                                        layout_->total_bytes);
+    }
+  }
+  ++batches_started_;
+  inflight_.push_back(std::move(slot));
+  return inflight_.back();
+}
+
+void LoaderCore::WorkerLoop(size_t worker) {
+  detail::WorkerCounters* counters = counters_[worker].get();
+  detail::SampleRunner runner(&pipeline_, &cancelled_, counters);
+  std::vector<void*> outputs(pipeline_.fields.size());
+
+  MutexLock l(&mu_);
+  while (true) {
+    Claim claim = CheckClaim();
+    while (claim == Claim::kNoInput || claim == Claim::kNoBuffer) {
+      const int64_t t0 = NowNs();
+      work_cv_.Wait(&l);
+      detail::Bump(claim == Claim::kNoBuffer ? counters->blocked_output_ns
+                                             : counters->wait_input_ns,
+                   static_cast<uint64_t>(NowNs() - t0));
+      claim = CheckClaim();
+    }
+    if (claim == Claim::kExit) break;
+
+    const uint64_t pos = next_claim_++;
+    const uint64_t b = pos / plan_->batch_size;
+    Slot& slot = SlotForClaim(b);
+    if (!stopped_.ok()) break;  // the buffer allocation failed
+    const uint64_t index = pos - plan_->BatchBegin(b);
+    char* base = static_cast<char*>(slot.buffer ? slot.buffer->data() : nullptr);
+    for (size_t f = 0; f < outputs.size(); ++f) {
+      outputs[f] = base + layout_->offsets[f] + index * layout_->sample_bytes[f];
+    }
+    const uint64_t id = plan_->ids[pos];
+    const bool padding = pos >= plan_->first_padding;
+    const uint64_t epoch = epoch_, key = epoch_key_;
+    ++active_samples_;
+
+    // Run the chain without our lock: this is where the time goes.
+    l.Unlock();
+    detail::SampleRunner::Outcome out = runner.Run(epoch, key, id, padding, outputs);
+    l.Lock();
+
+    // The slot is still in inflight_: Reset waits for active samples, and the
+    // consumer pops a slot only once its samples are all done.
+    Slot* s = nullptr;
+    for (Slot& candidate : inflight_) {
+      if (candidate.batch == b) {
+        s = &candidate;
+        break;
+      }
+    }
+    FEEDLINE_CHECK(s != nullptr);
+    if (!out.status.ok()) {
+      SampleError e;
+      e.epoch = epoch;
+      e.batch = b;
+      e.sample_id = id;
+      e.op = std::string(pipeline_.ops[out.failed_op]->name());
+      e.location = runner.sample().location();
+      e.status = std::move(out.status);
+      s->errors.emplace_back(index, std::move(e));
+    }
+    if (--s->remaining == 0) {
+      ++batches_completed_;
+      if (b == deliver_batch_) ready_cv_.Signal();
+    }
+    if (--active_samples_ == 0 && draining_) drained_cv_.SignalAll();
+  }
+}
+
+bool LoaderCore::ConsumerHoldsAllBuffers() const {
+  return inflight_.empty() && free_buffers_.empty() && buffers_allocated_ == max_buffers_ &&
+         buffers_out_ == max_buffers_;
+}
+
+Status LoaderCore::ConsumerHoldsAllBuffersError() const {
+  return ResourceExhaustedError(
+      "the consumer holds all " + std::to_string(max_buffers_) + " batch buffers (" +
+      std::to_string(max_buffers_) + " x " + Bytes(layout_->total_bytes) +
+      ", within max_bytes=" + std::to_string(options_.max_bytes) + ", ring_depth=" +
+      std::to_string(options_.ring_depth) +
+      "), so no further batch can be produced; release batches or raise the budget");
+}
+
+Status LoaderCore::CheckStalls() {
+  const int64_t now = NowNs();
+  const int64_t limit_ns = static_cast<int64_t>(options_.stall_timeout_ms) * 1'000'000;
+  for (const auto& c : counters_) {
+    const int64_t started = c->op_start_ns.load(std::memory_order_relaxed);
+    if (started == 0 || now - started <= limit_ns) continue;
+    const uint32_t op = c->current_op.load(std::memory_order_relaxed);
+    const std::string op_name(op < pipeline_.ops.size() ? pipeline_.ops[op]->name() : "?");
+    return DeadlineExceededError(
+        "op '" + op_name + "' has been running on sample " +
+        std::to_string(c->current_sample.load(std::memory_order_relaxed)) + " (epoch " +
+        std::to_string(epoch_) + ") for " + std::to_string((now - started) / 1'000'000) +
+        " ms, over stall_timeout_ms=" + std::to_string(options_.stall_timeout_ms));
+  }
+  return Status::OK();
+}
+
+void LoaderCore::Stop(Status status) {
+  if (stopped_.ok()) stopped_ = std::move(status);
+  work_cv_.SignalAll();
+  ready_cv_.SignalAll();
+}
+
+Status LoaderCore::Next(Batch* batch, bool* end_of_epoch) {
+  *batch = Batch();
+  *end_of_epoch = false;
+  MutexLock l(&mu_);
+  ++next_calls_;
+  // A stream error (which may itself have cancelled the workers) wins over
+  // the plain Cancelled.
+  if (!stopped_.ok()) return stopped_;
+  if (cancelled_.load(std::memory_order_relaxed)) return CancelledError("loader was cancelled");
+  if (deliver_batch_ >= plan_->num_batches) {
+    // End of epoch: say so once, then let the workers start the next one.
+    *end_of_epoch = true;
+    ++epoch_;
+    deliver_batch_ = 0;
+    InstallPlan();
+    return Status::OK();
+  }
+
+  const int64_t t0 = NowNs();
+  while (true) {
+    if (!stopped_.ok()) break;
+    if (cancelled_.load(std::memory_order_relaxed)) {
+      consumer_wait_ns_ += NowNs() - t0;
+      return CancelledError("loader was cancelled");
+    }
+    if (!inflight_.empty() && inflight_.front().remaining == 0) break;
+    if (ConsumerHoldsAllBuffers()) {
+      consumer_wait_ns_ += NowNs() - t0;
+      return ConsumerHoldsAllBuffersError();
+    }
+    if (options_.stall_timeout_ms == 0) {
+      ready_cv_.Wait(&l);
+    } else {
+      ready_cv_.WaitFor(&l, std::chrono::nanoseconds(
+                                std::min<int64_t>(kStallPollNs, options_.stall_timeout_ms * 1'000'000)));
+      Status stall = CheckStalls();
+      if (!stall.ok()) {
+        Stop(std::move(stall));
+        cancelled_.store(true);  // ask the stalled op to give up, if it polls
+      }
+    }
+  }
+  consumer_wait_ns_ += NowNs() - t0;
+  if (!stopped_.ok()) return stopped_;
+
+  Slot slot = std::move(inflight_.front());
+  inflight_.pop_front();
+  ++deliver_batch_;
+  return DeliverSlot(std::move(slot), batch);
+}
+
+Status LoaderCore::DeliverSlot(Slot slot, Batch* batch) {
+  const uint64_t begin = plan_->BatchBegin(slot.batch), end = plan_->BatchEnd(slot.batch);
+  const uint64_t count = end - begin;
+  std::vector<bool> dropped(count, false);
+
+  // Apply the error policy in sample order, so the outcome does not depend on
+  // which worker finished first.
+  std::sort(slot.errors.begin(), slot.errors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto data = std::make_shared<detail::BatchData>();
+  for (auto& [index, error] : slot.errors) {
+    ++errors_.total;
+    ++errors_.by_reason[error.Reason()];
+    if (errors_.log.size() < options_.error_log_capacity) {
+      errors_.log.push_back(error);
+    } else {
+      ++errors_.log_dropped;
+    }
+    if (options_.error_policy == ErrorPolicy::kRaise) {
+      Stop(Status(error.status.code(), error.ToString()));
+    } else if (errors_.total > options_.max_errors) {
+      std::string msg = "too many sample errors: " + std::to_string(errors_.total) +
+                        " > max_errors=" + std::to_string(options_.max_errors) + " (";
+      bool first = true;
+      for (const auto& [reason, n] : errors_.by_reason) {
+        msg += (first ? "" : ", ") + reason + ": " + std::to_string(n);
+        first = false;
+      }
+      msg += "); last: " + error.ToString();
+      Stop(Status(error.status.code(), msg));
+    }
+    if (!stopped_.ok()) {
+      if (slot.buffer) free_buffers_.push_back(std::move(slot.buffer));
+      work_cv_.SignalAll();
+      return stopped_;
+    }
+    ++errors_.skipped;
+    dropped[index] = true;
+    data->skipped.push_back(std::move(error));
+  }
+
+  // Compact the survivors to the front of each field (only when skipping).
+  char* base = static_cast<char*>(slot.buffer ? slot.buffer->data() : nullptr);
+  uint64_t kept = 0;
+  data->ids.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (dropped[i]) continue;
+    if (kept != i) {
+      for (size_t f = 0; f < layout_->fields.size(); ++f) {
+        const size_t sb = layout_->sample_bytes[f];
+        char* field = base + layout_->offsets[f];
+        std::memmove(field + kept * sb, field + i * sb, sb);
+      }
+    }
+    data->ids.push_back(plan_->ids[begin + i]);
+    if (begin + i >= plan_->first_padding) ++data->num_padding;
+    ++kept;
+  }
+
+  data->home = shared_from_this();
+  data->buffer = std::move(slot.buffer);
+  data->layout = layout_;
+  data->epoch = epoch_;
+  data->index = slot.batch;
+  if (data->buffer) ++buffers_out_;
+  ++batches_delivered_;
+  *batch = Batch(std::move(data));
+  return Status::OK();
+}
+
+void LoaderCore::Return(std::unique_ptr<Buffer> buffer) {
+  MutexLock l(&mu_);
+  --buffers_out_;
+  if (cancelled_.load(std::memory_order_relaxed)) {
+    // Nobody will produce again: give the memory back now.
+    --buffers_allocated_;
+    l.Unlock();
+    buffer.reset();
+    return;
+  }
+  free_buffers_.push_back(std::move(buffer));
+  work_cv_.SignalAll();
+}
+
+void LoaderCore::DrainAndClear(MutexLock* lock) {
+  draining_ = true;
+  while (active_samples_ > 0) drained_cv_.Wait(lock);
+  draining_ = false;
+  for (Slot& s : inflight_) {
+    if (s.buffer) free_buffers_.push_back(std::move(s.buffer));
+  }
+  inflight_.clear();
+}
+
+void LoaderCore::Reset(uint64_t epoch, uint64_t batch) {
+  MutexLock l(&mu_);
+  DrainAndClear(&l);
+  epoch_ = epoch;
+  deliver_batch_ = batch;
+  InstallPlan();
+}
+
+std::string LoaderCore::SaveState() const {
+  MutexLock l(&mu_);
+  return sampler_.SaveState({epoch_, deliver_batch_});
+}
+
+void LoaderCore::Cancel() {
+  MutexLock l(&mu_);
+  cancelled_.store(true);
+  work_cv_.SignalAll();
+  ready_cv_.SignalAll();
+  drained_cv_.SignalAll();
+}
+
+void LoaderCore::ReleaseAfterJoin() {
+  // The threads are gone; drop what only production needed. Delivered
+  // batches keep their own buffers (and this object) alive.
+  MutexLock l(&mu_);
+  free_buffers_.clear();
+  inflight_.clear();
+  plan_.reset();
+  buffers_allocated_ = buffers_out_;
+}
+
+MetricsSnapshot LoaderCore::Metrics() const {
+  MetricsSnapshot m;
+  m.uptime_ns = static_cast<uint64_t>(NowNs() - start_ns_);
+  m.num_threads = num_threads_;
+  m.ops.resize(pipeline_.ops.size());
+  for (size_t i = 0; i < pipeline_.ops.size(); ++i) m.ops[i].name = pipeline_.ops[i]->name();
+  for (const auto& c : counters_) {
+    WorkerMetrics w;
+    w.samples = c->samples.load(std::memory_order_relaxed);
+    w.busy_ns = c->busy_ns.load(std::memory_order_relaxed);
+    w.wait_input_ns = c->wait_input_ns.load(std::memory_order_relaxed);
+    w.blocked_output_ns = c->blocked_output_ns.load(std::memory_order_relaxed);
+    m.workers.push_back(w);
+    for (size_t i = 0; i < c->ops.size(); ++i) {
+      m.ops[i].items += c->ops[i].items.load(std::memory_order_relaxed);
+      m.ops[i].errors += c->ops[i].errors.load(std::memory_order_relaxed);
+      m.ops[i].busy_ns += c->ops[i].busy_ns.load(std::memory_order_relaxed);
+    }
+  }
+  MutexLock l(&mu_);
+  RingMetrics& r = m.ring;
+  r.batches_started = batches_started_;
+  r.batches_completed = batches_completed_;
+  r.batches_delivered = batches_delivered_;
+  for (const Slot& s : inflight_) (s.remaining == 0 ? r.depth_ready : r.depth_filling) += 1;
+  r.buffers_allocated = buffers_allocated_;
+  r.buffers_max = max_buffers_;
+  r.buffers_held_by_consumer = buffers_out_;
+  r.batch_bytes = layout_->total_bytes;
+  r.bytes_held = uint64_t{buffers_allocated_} * layout_->total_bytes;
+  r.peak_bytes_held = peak_bytes_;
+  r.max_bytes = options_.max_bytes;
+  m.consumer.next_calls = next_calls_;
+  m.consumer.batches = batches_delivered_;
+  m.consumer.wait_ns = consumer_wait_ns_;
+  m.errors = errors_;
+  return m;
+}
+
+// ---------------------------------------------------------------------------
+
+class Loader::Impl {
+ public:
+  std::shared_ptr<LoaderCore> core;
+  std::vector<std::thread> threads;
+};
+
+Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions options) {
+  if (pipeline.ops.empty()) return InvalidArgumentError("pipeline has no ops");
+  for (const auto& op : pipeline.ops) {
+    if (op == nullptr) return InvalidArgumentError("pipeline has a null op");
+  }
+  if (pipeline.fields.empty()) return InvalidArgumentError("pipeline has no output fields");
+  for (const FieldSpec& f : pipeline.fields) {
+    if (f.SampleBytes() == 0) {
+      return InvalidArgumentError("field '" + f.name + "' has a non-positive dimension");
+    }
+  }
+  SamplerOptions so;
+  so.num_samples = pipeline.num_samples;
+  so.batch_size = options.batch_size;
+  so.shuffle = options.shuffle;
+  so.seed = options.seed;
+  so.rank = options.rank;
+  so.world_size = options.world_size;
+  so.drop_last = options.drop_last;
+  FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
+
+  uint32_t threads = options.num_threads == 0 ? core::AvailableCores() : options.num_threads;
+  if (threads > kMaxThreads) {
+    return InvalidArgumentError("num_threads " + std::to_string(threads) + " exceeds " +
+                                std::to_string(kMaxThreads));
+  }
+  if (options.ring_depth == 0) return InvalidArgumentError("ring_depth must be > 0");
+  const detail::BatchLayout layout = detail::BatchLayout::Make(options.batch_size, pipeline.fields);
+  if (layout.total_bytes > options.max_bytes) {
+    std::string detail;
+    for (size_t i = 0; i < layout.fields.size(); ++i) {
+      detail += (i ? ", " : "") + layout.fields[i].name + " " +
+                std::string(DTypeName(layout.fields[i].dtype)) + " " +
+                std::to_string(layout.sample_bytes[i]) + " bytes/sample";
+    }
+    return ResourceExhaustedError("max_bytes=" + std::to_string(options.max_bytes) +
+                                  " cannot hold one batch: " + std::to_string(options.batch_size) +
+                                  " samples need " + Bytes(layout.total_bytes) + " (" + detail +
+                                  ")");
+  }
+  const auto max_buffers = static_cast<uint32_t>(
+      std::min<uint64_t>(options.ring_depth, options.max_bytes / layout.total_bytes));
+  if (options.allocator == nullptr) options.allocator = NewHostAllocator();
+
+  auto impl = std::make_unique<Impl>();
+  impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options),
+                                            std::move(sampler), threads, max_buffers);
+  impl->threads.reserve(threads);
+  for (uint32_t i = 0; i < threads; ++i) {
+    impl->threads.emplace_back([core = impl->core.get(), i] { core->WorkerLoop(i); });
+  }
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Loader::~Loader() {
+  impl_->core->Cancel();
+  for (std::thread& t : impl_->threads) t.join();
+  impl_->core->ReleaseAfterJoin();
+}
+
+Status Loader::Next(Batch* batch, bool* end_of_epoch) {
+  return impl_->core->Next(batch, end_of_epoch);
+}
+
+void Loader::SetEpoch(uint64_t epoch) { impl_->core->Reset(epoch, 0); }
+
+std::string Loader::SaveState() const { return impl_->core->SaveState(); }
+
+Status Loader::RestoreState(std::string_view state) {
+  FEEDLINE_ASSIGN_OR_RETURN(SamplerPosition pos,
+                            impl_->core->sampler_.RestoreState(state, impl_->core->options_.elastic));
+  impl_->core->Reset(pos.epoch, pos.batch);
+  return Status::OK();
+}
+
+void Loader::Cancel() { impl_->core->Cancel(); }
+MetricsSnapshot Loader::Metrics() const { return impl_->core->Metrics(); }
+const Sampler& Loader::sampler() const { return impl_->core->sampler_; }
+uint64_t Loader::num_batches() const { return impl_->core->sampler_.num_batches(); }
+uint64_t Loader::epoch() const { return impl_->core->epoch(); }
+uint32_t Loader::num_threads() const { return impl_->core->num_threads_; }
+
+}  // namespace feedline

@@ -1,0 +1,48 @@
+#include "feedline/sample.h"
+
+#include <string>
+#include <utility>
+
+namespace feedline {
+
+std::string SampleLocation::ToString() const {
+  std::string s;
+  auto add = [&s](const std::string& part) {
+    if (!s.empty()) s += ", ";
+    s += part;
+  };
+  if (!file.empty()) add("file '" + file + "'");
+  if (record >= 0) add("record " + std::to_string(record));
+  if (offset >= 0) add("offset " + std::to_string(offset));
+  if (!key.empty()) add("key '" + key + "'");
+  return s;
+}
+
+void SampleLocation::Clear() {
+  file.clear();
+  record = -1;
+  offset = -1;
+  key.clear();
+}
+
+namespace {
+
+class FunctionOp final : public SampleOp {
+ public:
+  FunctionOp(std::string name, std::function<Status(Sample&)> fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string_view name() const override { return name_; }
+  Status Apply(Sample& sample, OpState* /*state*/) const override { return fn_(sample); }
+
+ private:
+  std::string name_;
+  std::function<Status(Sample&)> fn_;
+};
+
+}  // namespace
+
+std::shared_ptr<const SampleOp> MakeOp(std::string name, std::function<Status(Sample&)> fn) {
+  return std::make_shared<FunctionOp>(std::move(name), std::move(fn));
+}
+
+}  // namespace feedline
