@@ -1,0 +1,224 @@
+// Loader: backpressure, memory budget, batch lifetime, cancellation and
+// shutdown (RELIABILITY.md 17, 18, 20, 21).
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "feedline/loader.h"
+#include "gtest/gtest.h"
+#include "tests/engine/test_pipeline.h"
+
+namespace feedline {
+namespace {
+
+using testing::CountThreads;
+using testing::DrainEpoch;
+using testing::MakeTestPipeline;
+using testing::MustCreate;
+
+using Clock = std::chrono::steady_clock;
+
+LoaderOptions Options(uint32_t threads, uint64_t batch, uint32_t depth) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.shuffle = true;
+  o.seed = 1;
+  o.num_threads = threads;
+  o.ring_depth = depth;
+  return o;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A stalled consumer: producers fill the ring, then block; bytes never pass
+// the budget.
+TEST(LoaderLifecycleTest, StalledConsumerCausesBackpressureWithinBudget) {
+  for (uint32_t threads : {1u, 4u}) {
+    for (uint32_t depth : {1u, 2u, 5u}) {
+      LoaderOptions o = Options(threads, 8, depth);
+      // Budget for 3 batches (each 8 x (24 + 64) = 704 bytes).
+      o.max_bytes = 3 * 704 + 100;
+      auto loader = MustCreate(MakeTestPipeline({.num_samples = 400}), o);
+      ASSERT_NE(loader, nullptr);
+      const uint32_t k = std::min(depth, 3u);
+      // The consumer stalls until the ring is full (polling, so a slow
+      // sanitizer build does not make the test flaky), then a while longer.
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (loader->Metrics().ring.depth_ready < k && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      MetricsSnapshot m = loader->Metrics();
+      EXPECT_EQ(m.ring.buffers_max, k);
+      EXPECT_EQ(m.ring.buffers_allocated, k);
+      EXPECT_EQ(m.ring.depth_ready, k) << "the ring should be full";
+      EXPECT_LE(m.ring.peak_bytes_held, o.max_bytes);
+      EXPECT_EQ(m.WorkerTotals().samples, 8u * k) << "producers must stop at the ring's size";
+      // Now consume slowly; the bound holds throughout.
+      for (int i = 0; i < 10; ++i) {
+        Batch b;
+        bool end = false;
+        ASSERT_TRUE(loader->Next(&b, &end).ok());
+        EXPECT_LE(loader->Metrics().ring.bytes_held, o.max_bytes);
+      }
+      EXPECT_GT(loader->Metrics().WorkerTotals().blocked_output_ns, 0u);
+    }
+  }
+}
+
+TEST(LoaderLifecycleTest, HeldBatchesAreNeverReusedAndCountAgainstTheBudget) {
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 200}), Options(3, 4, 3));
+  std::vector<Batch> held;
+  std::vector<testing::BatchCopy> copies;
+  for (int i = 0; i < 2; ++i) {
+    Batch b;
+    bool end = false;
+    ASSERT_TRUE(loader->Next(&b, &end).ok());
+    held.push_back(b);
+    copies.push_back(testing::Copy(b));
+  }
+  // Only one buffer is left for production; keep consuming through it.
+  for (int i = 0; i < 10; ++i) {
+    Batch b;
+    bool end = false;
+    ASSERT_TRUE(loader->Next(&b, &end).ok());
+  }
+  EXPECT_EQ(loader->Metrics().ring.buffers_held_by_consumer, 2u);
+  for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(testing::Copy(held[i]), copies[i]);
+}
+
+TEST(LoaderLifecycleTest, ConsumerHoldingEveryBufferGetsAnErrorNotAHang) {
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 100}), Options(2, 4, 2));
+  std::vector<Batch> held(2);
+  bool end = false;
+  ASSERT_TRUE(loader->Next(&held[0], &end).ok());
+  ASSERT_TRUE(loader->Next(&held[1], &end).ok());
+  Batch third;
+  Status st = loader->Next(&third, &end);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("holds all 2 batch buffers"), std::string::npos) << st;
+  // Not sticky: releasing one lets the stream continue where it was.
+  held[0] = Batch();
+  ASSERT_TRUE(loader->Next(&third, &end).ok());
+  EXPECT_EQ(third.index(), 2u);
+}
+
+TEST(LoaderLifecycleTest, BatchesOutliveTheLoader) {
+  testing::BatchCopy copy;
+  Batch kept;
+  {
+    auto loader = MustCreate(MakeTestPipeline({.num_samples = 100}), Options(2, 4, 2));
+    bool end = false;
+    ASSERT_TRUE(loader->Next(&kept, &end).ok());
+    copy = testing::Copy(kept);
+  }
+  EXPECT_EQ(testing::Copy(kept), copy);  // ASan would flag a use after free
+  std::shared_ptr<void> alive = kept.keepalive();
+  kept = Batch();
+  EXPECT_NE(alive, nullptr);
+}
+
+// RELIABILITY.md 18: walking away at 0, 1, 10, all-but-one batches joins
+// every thread within 1 s; repetitions leave no threads behind.
+TEST(LoaderLifecycleTest, DestroyingMidEpochJoinsPromptlyAndLeaksNoThreads) {
+  const int baseline = CountThreads();
+  for (size_t walk_away_at : {size_t{0}, size_t{1}, size_t{10}, size_t{24}}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      auto loader =
+          MustCreate(MakeTestPipeline({.num_samples = 100, .max_jitter_us = 100}), Options(4, 4, 3));
+      DrainEpoch(*loader, walk_away_at);
+      const auto t0 = Clock::now();
+      loader.reset();
+      EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
+    }
+  }
+  EXPECT_EQ(CountThreads(), baseline);
+}
+
+TEST(LoaderLifecycleTest, CancelFromAnotherThreadWakesABlockedConsumer) {
+  std::atomic<bool> block{true};
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 100, .block = &block}),
+                           Options(2, 4, 2));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    loader->Cancel();
+  });
+  Batch b;
+  bool end = false;
+  const auto t0 = Clock::now();
+  Status st = loader->Next(&b, &end);  // blocks: every read is stuck
+  canceller.join();
+  EXPECT_EQ(st.code(), StatusCode::kCancelled);
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
+  EXPECT_EQ(loader->Next(&b, &end).code(), StatusCode::kCancelled);
+  const auto t1 = Clock::now();
+  loader.reset();  // ops poll cancelled() and return
+  EXPECT_LT(Seconds(Clock::now() - t1), 1.0);
+}
+
+TEST(LoaderLifecycleTest, CancellationAtRandomPointsNeverHangsOrLeaks) {
+  const int baseline = CountThreads();
+  std::mt19937 gen(12345);
+  std::printf("seed 12345\n");
+  for (int rep = 0; rep < 100; ++rep) {
+    auto loader = MustCreate(MakeTestPipeline({.num_samples = 64, .max_jitter_us = 50}),
+                             Options(1 + gen() % 4, 1 + gen() % 6, 1 + gen() % 4));
+    const int delay_us = static_cast<int>(gen() % 2000);
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      loader->Cancel();
+    });
+    Status st;
+    for (int i = 0; i < 200 && st.ok(); ++i) {
+      Batch b;
+      bool end = false;
+      st = loader->Next(&b, &end);
+    }
+    canceller.join();
+    const auto t0 = Clock::now();
+    loader.reset();
+    EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
+  }
+  EXPECT_EQ(CountThreads(), baseline);
+}
+
+// RELIABILITY.md 17: a stalled op becomes an error naming the op and sample.
+TEST(LoaderLifecycleTest, StalledOpIsReportedAfterTheTimeout) {
+  std::atomic<bool> block{true};
+  LoaderOptions o = Options(2, 4, 2);
+  o.shuffle = false;
+  o.stall_timeout_ms = 100;
+  auto loader = MustCreate(
+      MakeTestPipeline({.num_samples = 100, .block = &block, .block_id = 5}), o);
+  Batch b;
+  bool end = false;
+  ASSERT_TRUE(loader->Next(&b, &end).ok());  // batch 0: ids 0..3
+  const auto t0 = Clock::now();
+  Status st = loader->Next(&b, &end);  // batch 1 holds id 5, which never finishes
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st;
+  EXPECT_NE(st.message().find("op 'read'"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("sample 5"), std::string::npos) << st;
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
+  EXPECT_EQ(loader->Next(&b, &end), st);  // sticky
+}
+
+// RELIABILITY.md 21: a consumer far slower than the producer: memory stays
+// under budget, and many epochs do not grow what the loader holds.
+TEST(LoaderLifecycleTest, ManyEpochsWithASlowConsumerHoldAPlateau) {
+  LoaderOptions o = Options(2, 4, 3);
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 40}), o);
+  uint64_t bytes_after_first = 0;
+  for (int epoch = 0; epoch < 20; ++epoch) {
+    std::vector<testing::BatchCopy> batches = DrainEpoch(*loader);
+    ASSERT_EQ(batches.size(), 10u);
+    MetricsSnapshot m = loader->Metrics();
+    if (epoch == 0) bytes_after_first = m.ring.bytes_held;
+    EXPECT_EQ(m.ring.bytes_held, bytes_after_first);
+    EXPECT_LE(m.ring.buffers_allocated, 3u);
+  }
+}
+
+}  // namespace
+}  // namespace feedline

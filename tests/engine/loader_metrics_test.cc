@@ -1,0 +1,75 @@
+// Loader: metrics add up.
+#include <chrono>
+#include <thread>
+
+#include "feedline/loader.h"
+#include "gtest/gtest.h"
+#include "tests/engine/test_pipeline.h"
+
+namespace feedline {
+namespace {
+
+using testing::DrainEpoch;
+using testing::MakeTestPipeline;
+using testing::MustCreate;
+
+TEST(LoaderMetricsTest, CountsAddUpAfterAnEpoch) {
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.num_threads = 3;
+  o.ring_depth = 2;
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 100, .max_jitter_us = 100}), o);
+  ASSERT_EQ(DrainEpoch(*loader).size(), 13u);
+  MetricsSnapshot m = loader->Metrics();
+  EXPECT_EQ(m.num_threads, 3u);
+  ASSERT_EQ(m.workers.size(), 3u);
+  ASSERT_EQ(m.ops.size(), 2u);
+  EXPECT_EQ(m.ops[0].name, "read");
+  EXPECT_EQ(m.ops[1].name, "augment");
+  // The next epoch may already be in production: at least one epoch's worth.
+  const WorkerMetrics t = m.WorkerTotals();
+  EXPECT_GE(t.samples, 100u);
+  EXPECT_EQ(m.ops[0].items, t.samples);
+  EXPECT_EQ(m.ops[1].items, t.samples);
+  EXPECT_EQ(m.ops[0].errors + m.ops[1].errors, 0u);
+  EXPECT_EQ(m.ring.batches_delivered, 13u);
+  EXPECT_EQ(m.consumer.batches, 13u);
+  EXPECT_EQ(m.consumer.next_calls, 14u);  // 13 batches + the end of epoch
+  EXPECT_GE(m.ring.batches_completed, 13u);
+  EXPECT_GE(m.ring.batches_started, m.ring.batches_completed);
+  // Op time is part of worker busy time; every worker's accounted time fits
+  // in the loader's lifetime.
+  EXPECT_LE(m.ops[0].busy_ns + m.ops[1].busy_ns, t.busy_ns);
+  EXPECT_GT(m.ops[0].busy_ns, m.ops[1].busy_ns) << "read sleeps, augment does not";
+  for (const WorkerMetrics& w : m.workers) {
+    EXPECT_LE(w.busy_ns + w.wait_input_ns + w.blocked_output_ns, m.uptime_ns);
+  }
+  EXPECT_EQ(m.ring.bytes_held, uint64_t{m.ring.buffers_allocated} * m.ring.batch_bytes);
+  EXPECT_LE(m.ring.peak_bytes_held, m.ring.max_bytes);
+  EXPECT_LE(m.ring.buffers_allocated, 2u);
+  EXPECT_FALSE(m.ToString().empty());
+}
+
+TEST(LoaderMetricsTest, ConsumerWaitMeasuresStarvationAndWorkersIdleWhenDone) {
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.num_threads = 2;
+  o.drop_last = true;
+  // 20 samples of ~2 ms each on 2 threads: the consumer must wait ~20 ms.
+  Pipeline p = MakeTestPipeline({.num_samples = 20});
+  p.ops.insert(p.ops.begin(), MakeOp("slow", [](Sample&) {
+                 std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                 return Status::OK();
+               }));
+  auto loader = MustCreate(std::move(p), o);
+  DrainEpoch(*loader, 5);
+  MetricsSnapshot m = loader->Metrics();
+  EXPECT_GE(m.consumer.wait_ns, 10'000'000u);
+  EXPECT_GE(m.ops[0].busy_ns, 20u * 2'000'000u);
+  // Workers idle once the epoch is produced and before the next one is planned.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GT(loader->Metrics().WorkerTotals().wait_input_ns, 0u);
+}
+
+}  // namespace
+}  // namespace feedline
