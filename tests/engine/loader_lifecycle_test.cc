@@ -123,7 +123,7 @@ TEST(LoaderLifecycleTest, BatchesOutliveTheLoader) {
 // RELIABILITY.md 18: walking away at 0, 1, 10, all-but-one batches joins
 // every thread within 1 s; repetitions leave no threads behind.
 TEST(LoaderLifecycleTest, DestroyingMidEpochJoinsPromptlyAndLeaksNoThreads) {
-  const int baseline = CountThreads();
+  const int baseline = testing::ThreadBaseline();
   for (size_t walk_away_at : {size_t{0}, size_t{1}, size_t{10}, size_t{24}}) {
     for (int rep = 0; rep < 20; ++rep) {
       auto loader =
@@ -159,7 +159,7 @@ TEST(LoaderLifecycleTest, CancelFromAnotherThreadWakesABlockedConsumer) {
 }
 
 TEST(LoaderLifecycleTest, CancellationAtRandomPointsNeverHangsOrLeaks) {
-  const int baseline = CountThreads();
+  const int baseline = testing::ThreadBaseline();
   std::mt19937 gen(12345);
   std::printf("seed 12345\n");
   for (int rep = 0; rep < 100; ++rep) {

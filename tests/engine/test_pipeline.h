@@ -125,6 +125,19 @@ inline int CountThreads() {
   return -1;
 }
 
+// The thread count to compare against after loaders are gone, taken after
+// one loader has come and gone: sanitizer runtimes start helper threads
+// lazily, and those are not ours.
+inline int ThreadBaseline() {
+  {
+    auto warm = Loader::Create(MakeTestPipeline({.num_samples = 8}), LoaderOptions{});
+    Batch b;
+    bool end = false;
+    if (warm.ok()) (void)(*warm)->Next(&b, &end);
+  }
+  return CountThreads();
+}
+
 }  // namespace feedline::testing
 
 #endif  // FEEDLINE_TESTS_ENGINE_TEST_PIPELINE_H_

@@ -1,1 +1,31 @@
-int main() { return 0; }
+// feedline: command-line entry point. Dispatches to one file per subcommand.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/feedline/commands.h"
+
+namespace {
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: feedline <command> [options]\n"
+               "commands:\n"
+               "  demo [--samples N] [--threads N]   run the engine demonstration\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    Usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "demo") return feedline::cli::RunDemo(args);
+  std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
+  Usage();
+  return 2;
+}
