@@ -4,6 +4,7 @@
 #   make bench  build and run the benchmarks, printing ratios
 #   make asan   C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan   C++ tests under ThreadSanitizer
+#   make fuzz   libFuzzer harnesses, FUZZ_SECONDS each
 
 JOBS ?= $(shell nproc)
 WERROR ?= $(if $(CI),ON,OFF)
@@ -13,7 +14,7 @@ BUILD := build
 BUILD_ASAN := build-asan
 BUILD_TSAN := build-tsan
 
-.PHONY: all deps build demo test bench asan tsan format clean
+.PHONY: all deps build demo test bench asan tsan fuzz format clean
 
 all: build
 
@@ -52,8 +53,24 @@ tsan: deps
 	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer harnesses under ASan+UBSan, FUZZ_SECONDS each (CI runs a short pass).
+FUZZ_SECONDS ?= 30
+BUILD_FUZZ := build-fuzz
+FUZZERS := sampler_state_fuzzer
+fuzz: deps
+	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address \
+	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_WERROR=$(WERROR)
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZERS)
+	@for f in $(FUZZERS); do \
+	  echo "fuzzing $$f for $(FUZZ_SECONDS) s"; \
+	  ./$(BUILD_FUZZ)/tests/$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    > $(BUILD_FUZZ)/$$f.log 2>&1; rc=$$?; \
+	  if [ $$rc -ne 0 ]; then tail -60 $(BUILD_FUZZ)/$$f.log; exit 1; fi; \
+	  grep -E 'stat::(number_of_executed_units|new_units_added)' $(BUILD_FUZZ)/$$f.log; \
+	done
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)
