@@ -30,8 +30,11 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: build
 	./$(BUILD)/tools/feedline demo
 
+PYTHON := /usr/bin/python3
+
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' >/dev/null
 
 bench: build

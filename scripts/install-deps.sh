@@ -13,6 +13,14 @@ PACKAGES=(
   libbenchmark-dev  # bench/micro
   clang             # TSan/-Wthread-safety build and libFuzzer harnesses
   libclang-rt-14-dev
+  libjpeg62-turbo-dev  # JPEG decode (crop + DCT scaling) and encode (dataset generator)
+  libspng-dev          # PNG decode/encode with size and chunk limits
+  # Python side: the reference (PIL/torchvision) tests and the peer benchmark.
+  python3-numpy
+  python3-pil
+  python3-pytest
+  python3-torch
+  python3-torchvision
 )
 
 missing=()

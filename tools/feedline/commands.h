@@ -9,6 +9,7 @@
 namespace feedline::cli {
 
 int RunDemo(const std::vector<std::string>& args);
+int RunImage(const std::vector<std::string>& args);
 
 }  // namespace feedline::cli
 

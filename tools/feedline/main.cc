@@ -12,7 +12,8 @@ void Usage() {
   std::fprintf(stderr,
                "usage: feedline <command> [options]\n"
                "commands:\n"
-               "  demo [--samples N] [--threads N]   run the engine demonstration\n");
+               "  demo [--samples N] [--threads N]   run the engine demonstration\n"
+               "  image info|transform|crops ...     inspect the image path on one file\n");
 }
 
 }  // namespace
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "demo") return feedline::cli::RunDemo(args);
+  if (command == "image") return feedline::cli::RunImage(args);
   std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
   Usage();
   return 2;

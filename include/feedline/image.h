@@ -1,0 +1,157 @@
+// Images: decoding with limits, torchvision-compatible transforms, and the
+// fused per-sample op that turns encoded bytes into a normalised tensor slot.
+//
+// The op does, for each sample, in one pass over only the pixels it needs:
+//   read the header -> choose the crop box (torchvision's RandomResizedCrop or
+//   Resize + CenterCrop, with the sample's counter-based rng) -> decode just
+//   that region, at the smallest JPEG DCT scale (1/8 .. 8/8) that still
+//   leaves at least the output resolution -> antialiased resample with PIL's
+//   filters -> horizontal flip -> normalise -> convert (uint8, float32,
+//   float16, bfloat16; CHW or HWC), written straight into the batch slot.
+//
+// Semantics follow torchvision 0.14 on PIL images (what ImageFolder +
+// transforms users run today): crop boxes, resize sizes and rounding are
+// the same; resampling reproduces PIL's (docs/image.md gives the measured
+// differences).
+//
+// Thread safety: ImageTransform is a value. The op from MakeImageOp is a
+// SampleOp: shared, with per-worker decoder state.
+#ifndef FEEDLINE_IMAGE_H_
+#define FEEDLINE_IMAGE_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "feedline/buffer.h"
+#include "feedline/export.h"
+#include "feedline/sample.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+enum class ImageFormat { kUnknown, kJpeg, kPng, kGif, kBmp, kTiff, kWebp, kPdf };
+FEEDLINE_EXPORT std::string_view ImageFormatName(ImageFormat format);
+// From the first bytes; kUnknown if nothing matches.
+FEEDLINE_EXPORT ImageFormat SniffImageFormat(std::span<const uint8_t> bytes);
+
+// Checked from the header, before any pixel memory is allocated
+// (RELIABILITY.md "default limits").
+struct FEEDLINE_EXPORT DecodeLimits {
+  uint64_t max_pixels = uint64_t{1} << 28;
+  uint32_t max_dimension = 65535;
+  uint32_t max_jpeg_scans = 256;        // progressive JPEGs: SOS markers
+  uint64_t max_png_chunk_bytes = 8u << 20;
+  bool jpeg_warnings_fatal = true;      // a truncated JPEG is an error, not grey pixels
+};
+
+struct FEEDLINE_EXPORT ImageInfo {
+  ImageFormat format = ImageFormat::kUnknown;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t channels = 0;  // as stored: 1 gray, 3 RGB/YCbCr, 4 CMYK/RGBA, 2 gray+alpha
+  bool progressive = false;
+};
+
+// Reads only the header. Errors: Unimplemented for formats outside
+// {jpeg, png}; InvalidArgument for limits; DataLoss for corrupt headers.
+FEEDLINE_EXPORT Result<ImageInfo> ReadImageInfo(std::span<const uint8_t> bytes,
+                                                const DecodeLimits& limits = {});
+
+// A decoded 8-bit RGB image, rows packed.
+struct FEEDLINE_EXPORT RgbImage {
+  uint32_t width = 0;
+  uint32_t height = 0;
+  std::vector<uint8_t> pixels;  // height * width * 3
+};
+
+// Full-size decode to RGB (gray, palette, CMYK/YCCK, 16-bit and alpha are
+// converted; alpha is dropped, like PIL's convert("RGB")).
+FEEDLINE_EXPORT Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes,
+                                             const DecodeLimits& limits = {});
+
+// Encoders, for the dataset generator and tests. `grayscale` stores one
+// luma channel; `progressive` writes a multi-scan JPEG.
+FEEDLINE_EXPORT Result<std::vector<uint8_t>> EncodeJpeg(const RgbImage& image, int quality,
+                                                        bool grayscale = false,
+                                                        bool progressive = false);
+FEEDLINE_EXPORT Result<std::vector<uint8_t>> EncodePng(const RgbImage& image);
+
+enum class Interpolation { kBilinear, kBicubic };
+enum class Layout { kCHW, kHWC };
+
+// How the crop box is chosen.
+enum class CropMode {
+  kRandomResized,  // torchvision RandomResizedCrop(size, scale, ratio)
+  kResizeCenter,   // torchvision Resize(resize_size) then CenterCrop(size)
+  kResizeFull,     // torchvision Resize((height, width)): the whole image
+};
+
+struct FEEDLINE_EXPORT ImageTransform {
+  CropMode crop = CropMode::kRandomResized;
+  uint32_t height = 224;  // output size
+  uint32_t width = 224;
+  std::array<double, 2> scale = {0.08, 1.0};            // kRandomResized
+  std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0};  // kRandomResized
+  uint32_t resize_size = 256;                           // kResizeCenter: shorter side
+  double hflip_prob = 0.0;  // RandomHorizontalFlip(p)
+  Interpolation interpolation = Interpolation::kBilinear;
+
+  // Output values. With normalize: (v / 255 - mean) / std; without: v / 255
+  // for float types. uint8 output is the resampled pixel itself.
+  bool normalize = true;
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+  DType dtype = DType::kFloat32;
+  Layout layout = Layout::kCHW;
+
+  // Decode JPEGs at a reduced DCT scale when the crop allows it. Off gives
+  // full-size decodes (PIL's exact input) at a higher cost.
+  bool dct_scaling = true;
+  DecodeLimits limits;
+};
+
+// ImageNet training recipe: RandomResizedCrop(size) + RandomHorizontalFlip()
+// + Normalize(ImageNet mean/std), float32 CHW.
+FEEDLINE_EXPORT ImageTransform ImageNetTrain(uint32_t size = 224);
+// ImageNet evaluation recipe: Resize(resize) + CenterCrop(size) + Normalize.
+FEEDLINE_EXPORT ImageTransform ImageNetEval(uint32_t resize = 256, uint32_t size = 224);
+
+// The batch field the transform writes: "image", dtype, {3, H, W} or {H, W, 3}.
+FEEDLINE_EXPORT FieldSpec ImageField(const ImageTransform& t, std::string name = "image");
+
+// A crop box in source pixels (fractional for Resize + CenterCrop) and the
+// region whose edges bound the resampling filter.
+struct FEEDLINE_EXPORT CropBox {
+  // The region treated as the image by the resampler: for RandomResizedCrop
+  // the crop itself (torchvision crops, then resizes); for Resize +
+  // CenterCrop the whole image.
+  uint32_t region_x = 0, region_y = 0, region_width = 0, region_height = 0;
+  // The part of the region mapped onto the output, relative to the region.
+  double x = 0, y = 0, width = 0, height = 0;
+  bool flip = false;
+};
+
+// The box torchvision would choose for an image of width x height, drawing
+// random numbers from `rng` (RandomResizedCrop.get_params: 10 tries, then the
+// central fallback; Python's round-half-to-even).
+FEEDLINE_EXPORT CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height,
+                                   SampleRng& rng);
+
+// The fused op: decodes sample.data() and writes output field
+// `output_field` (which must be ImageField(t)). Random choices use the
+// sample's rng for this op, so they are reproducible.
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t,
+                                                            size_t output_field = 0);
+
+// The same work on one image, outside the engine: for tools and tests.
+// `out` must hold ImageField(t).SampleBytes() bytes.
+FEEDLINE_EXPORT Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
+                                      const CropBox& box, void* out);
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_IMAGE_H_

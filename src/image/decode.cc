@@ -1,0 +1,94 @@
+// Format sniffing and the whole-image decode entry points of image.h.
+#include <cstring>
+#include <string>
+
+#include "feedline/image.h"
+#include "src/image/jpeg_decoder.h"
+#include "src/image/png_decoder.h"
+
+namespace feedline {
+
+std::string_view ImageFormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kJpeg: return "jpeg";
+    case ImageFormat::kPng: return "png";
+    case ImageFormat::kGif: return "gif";
+    case ImageFormat::kBmp: return "bmp";
+    case ImageFormat::kTiff: return "tiff";
+    case ImageFormat::kWebp: return "webp";
+    case ImageFormat::kPdf: return "pdf";
+    case ImageFormat::kUnknown: break;
+  }
+  return "unknown";
+}
+
+ImageFormat SniffImageFormat(std::span<const uint8_t> b) {
+  auto starts = [&b](const char* magic, size_t n) {
+    return b.size() >= n && std::memcmp(b.data(), magic, n) == 0;
+  };
+  if (starts("\xFF\xD8\xFF", 3)) return ImageFormat::kJpeg;
+  if (starts("\x89PNG\r\n\x1A\n", 8)) return ImageFormat::kPng;
+  if (starts("GIF87a", 6) || starts("GIF89a", 6)) return ImageFormat::kGif;
+  if (starts("BM", 2)) return ImageFormat::kBmp;
+  if (starts("II*\0", 4) || starts("MM\0*", 4)) return ImageFormat::kTiff;
+  if (starts("RIFF", 4) && b.size() >= 12 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
+    return ImageFormat::kWebp;
+  }
+  if (starts("%PDF", 4)) return ImageFormat::kPdf;
+  return ImageFormat::kUnknown;
+}
+
+namespace image {
+
+Status UnsupportedFormat(std::span<const uint8_t> bytes) {
+  const ImageFormat f = SniffImageFormat(bytes);
+  if (f == ImageFormat::kUnknown) {
+    return UnimplementedError("not an image: " + std::to_string(bytes.size()) +
+                              " bytes match no known image format (allowed: jpeg, png)");
+  }
+  return UnimplementedError("unsupported image format '" + std::string(ImageFormatName(f)) +
+                            "' (allowed: jpeg, png)");
+}
+
+}  // namespace image
+
+Result<ImageInfo> ReadImageInfo(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  ImageInfo info;
+  switch (SniffImageFormat(bytes)) {
+    case ImageFormat::kJpeg: {
+      image::JpegDecoder d;
+      FEEDLINE_RETURN_IF_ERROR(d.ReadHeader(bytes, limits, &info));
+      return info;
+    }
+    case ImageFormat::kPng: {
+      image::PngDecoder d;
+      FEEDLINE_RETURN_IF_ERROR(d.ReadHeader(bytes, limits, &info));
+      return info;
+    }
+    default: return image::UnsupportedFormat(bytes);
+  }
+}
+
+Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  ImageInfo info;
+  image::RgbRegion region;
+  image::JpegDecoder jpeg;
+  image::PngDecoder png;
+  switch (SniffImageFormat(bytes)) {
+    case ImageFormat::kJpeg:
+      FEEDLINE_RETURN_IF_ERROR(jpeg.ReadHeader(bytes, limits, &info));
+      FEEDLINE_RETURN_IF_ERROR(jpeg.Decode(8, 0, 0, info.width, info.height, &region));
+      break;
+    case ImageFormat::kPng:
+      FEEDLINE_RETURN_IF_ERROR(png.Decode(bytes, limits, &region));
+      break;
+    default: return image::UnsupportedFormat(bytes);
+  }
+  RgbImage out;
+  out.width = region.width;
+  out.height = region.height;
+  out.pixels.assign(region.pixels, region.pixels + size_t{region.width} * region.height * 3);
+  return out;
+}
+
+}  // namespace feedline

@@ -1,0 +1,236 @@
+#include "src/image/jpeg_decoder.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+// jpeglib.h needs size_t and FILE declared first.
+#include <jerror.h>
+#include <jpeglib.h>
+
+namespace feedline::image {
+namespace {
+
+struct ErrorMgr {
+  jpeg_error_mgr pub;  // first: libjpeg casts cinfo->err to this
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX + 96];
+  bool warnings_fatal;
+  unsigned max_scans;
+};
+
+[[noreturn]] void ErrorExit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+void EmitMessage(j_common_ptr cinfo, int level) {
+  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
+  if (level < 0) {  // a warning: corrupt data that libjpeg would paper over
+    ++cinfo->err->num_warnings;
+    if (err->warnings_fatal) ErrorExit(cinfo);
+  }
+}
+
+// Called while libjpeg absorbs input; bounds the work a hostile progressive
+// file can ask for (libjpeg-turbo's own TurboJPEG uses the same hook).
+void ProgressMonitor(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
+  if (d->input_scan_number > static_cast<int>(err->max_scans)) {
+    std::snprintf(err->message, sizeof(err->message),
+                  "progressive JPEG has more than %u scans (max_jpeg_scans)", err->max_scans);
+    std::longjmp(err->jump, 1);
+  }
+}
+
+}  // namespace
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorMgr err;
+  jpeg_progress_mgr progress;
+  bool header_read = false;
+};
+
+JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.cinfo.err = jpeg_std_error(&s.err.pub);
+  s.err.pub.error_exit = ErrorExit;
+  s.err.pub.emit_message = EmitMessage;
+  s.err.warnings_fatal = true;
+  s.err.max_scans = 256;
+  s.err.message[0] = '\0';
+  // jpeg_create_decompress can only fail on out-of-memory, through ErrorExit.
+  if (setjmp(s.err.jump)) {
+    std::fprintf(stderr, "feedline: jpeg_create_decompress failed: %s\n", s.err.message);
+    std::abort();
+  }
+  jpeg_create_decompress(&s.cinfo);
+  s.progress.progress_monitor = ProgressMonitor;
+  s.cinfo.progress = &s.progress;
+}
+
+JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+namespace {
+
+// Everything between setjmp and the libjpeg calls is plain data.
+int ReadHeaderC(jpeg_decompress_struct* cinfo, ErrorMgr* err, const uint8_t* data, size_t size) {
+  if (setjmp(err->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return -1;
+  }
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return 0;
+}
+
+int StartC(jpeg_decompress_struct* cinfo, ErrorMgr* err, int scale_num, J_COLOR_SPACE out_space) {
+  if (setjmp(err->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return -1;
+  }
+  cinfo->scale_num = static_cast<unsigned>(scale_num);
+  cinfo->scale_denom = 8;
+  cinfo->out_color_space = out_space;
+  cinfo->dct_method = JDCT_ISLOW;  // what PIL uses: the reference pixels
+  cinfo->do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(cinfo);
+  return 0;
+}
+
+int ReadRowsC(jpeg_decompress_struct* cinfo, ErrorMgr* err, JDIMENSION* x0, JDIMENSION* width,
+              JDIMENSION y0, JDIMENSION rows, uint8_t* out, size_t stride) {
+  if (setjmp(err->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return -1;
+  }
+  if (*x0 != 0 || *width != cinfo->output_width) jpeg_crop_scanline(cinfo, x0, width);
+  if (y0 > 0 && jpeg_skip_scanlines(cinfo, y0) != y0) {
+    std::snprintf(err->message, sizeof(err->message), "could not skip to row %u", y0);
+    jpeg_abort_decompress(cinfo);
+    return -1;
+  }
+  for (JDIMENSION r = 0; r < rows;) {
+    JSAMPROW row = out + static_cast<size_t>(r) * stride;
+    const JDIMENSION got = jpeg_read_scanlines(cinfo, &row, 1);
+    if (got != 1) {
+      std::snprintf(err->message, sizeof(err->message), "decoder returned no row %u", y0 + r);
+      jpeg_abort_decompress(cinfo);
+      return -1;
+    }
+    ++r;
+  }
+  // Stop here: rows below the region are never decoded.
+  jpeg_abort_decompress(cinfo);
+  return 0;
+}
+
+}  // namespace
+
+Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits,
+                               ImageInfo* info) {
+  State& s = *state_;
+  s.err.warnings_fatal = limits.jpeg_warnings_fatal;
+  s.err.max_scans = limits.max_jpeg_scans;
+  s.header_read = false;
+  if (ReadHeaderC(&s.cinfo, &s.err, bytes.data(), bytes.size()) != 0) {
+    return DataLossError(std::string("corrupt JPEG header: ") + s.err.message);
+  }
+  const jpeg_decompress_struct& c = s.cinfo;
+  if (c.data_precision != 8) {
+    return UnimplementedError("unsupported JPEG: " + std::to_string(c.data_precision) +
+                              "-bit samples (only 8-bit JPEG is supported)");
+  }
+  if (c.image_width > limits.max_dimension || c.image_height > limits.max_dimension) {
+    jpeg_abort_decompress(&s.cinfo);
+    return InvalidArgumentError("JPEG is " + std::to_string(c.image_width) + "x" +
+                                std::to_string(c.image_height) + ", over max_dimension " +
+                                std::to_string(limits.max_dimension));
+  }
+  if (uint64_t{c.image_width} * c.image_height > limits.max_pixels) {
+    jpeg_abort_decompress(&s.cinfo);
+    return InvalidArgumentError("JPEG is " + std::to_string(c.image_width) + "x" +
+                                std::to_string(c.image_height) + " = " +
+                                std::to_string(uint64_t{c.image_width} * c.image_height) +
+                                " pixels, over max_pixels " + std::to_string(limits.max_pixels));
+  }
+  info->format = ImageFormat::kJpeg;
+  info->width = c.image_width;
+  info->height = c.image_height;
+  info->channels = static_cast<uint32_t>(c.num_components);
+  info->progressive = c.progressive_mode;
+  s.header_read = true;
+  return Status::OK();
+}
+
+void JpegDecoder::ScaledSize(int scale_num, uint32_t* width, uint32_t* height) {
+  const jpeg_decompress_struct& c = state_->cinfo;
+  // jdmaster.c: output size = ceil(image size * scale_num / 8).
+  *width = static_cast<uint32_t>((uint64_t{c.image_width} * scale_num + 7) / 8);
+  *height = static_cast<uint32_t>((uint64_t{c.image_height} * scale_num + 7) / 8);
+}
+
+Status JpegDecoder::Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                           RgbRegion* out) {
+  State& s = *state_;
+  if (!s.header_read) return FailedPreconditionError("JpegDecoder::Decode before ReadHeader");
+  s.header_read = false;
+  const bool cmyk = s.cinfo.jpeg_color_space == JCS_CMYK || s.cinfo.jpeg_color_space == JCS_YCCK;
+  if (StartC(&s.cinfo, &s.err, scale_num, cmyk ? JCS_CMYK : JCS_RGB) != 0) {
+    return DataLossError(std::string("corrupt JPEG: ") + s.err.message);
+  }
+  const uint32_t fw = s.cinfo.output_width, fh = s.cinfo.output_height;
+  x1 = std::min(x1, fw);
+  y1 = std::min(y1, fh);
+  if (x0 >= x1 || y0 >= y1) {
+    jpeg_abort_decompress(&s.cinfo);
+    return InternalError("empty JPEG decode region");
+  }
+  JDIMENSION cx = x0, cw = x1 - x0;
+  const uint32_t rows = y1 - y0;
+  const int comps = cmyk ? 4 : 3;
+  // Room for the widened crop (at most one iMCU column, 32 px at scale 8/8,
+  // each side) as well as the request.
+  const size_t stride = (static_cast<size_t>(cw) + 64) * comps;
+  if (pixels_.size() < stride * rows) pixels_.resize(stride * rows);
+  if (ReadRowsC(&s.cinfo, &s.err, &cx, &cw, y0, rows, pixels_.data(), stride) != 0) {
+    return DataLossError(std::string("corrupt JPEG: ") + s.err.message);
+  }
+  // Pack rows to width cw (RGB), converting CMYK in place.
+  const bool adobe_inverted = s.cinfo.saw_Adobe_marker;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const uint8_t* src = pixels_.data() + r * stride;
+    uint8_t* dst = pixels_.data() + static_cast<size_t>(r) * cw * 3;
+    if (!cmyk) {
+      if (dst != src) std::memmove(dst, src, static_cast<size_t>(cw) * 3);
+      continue;
+    }
+    for (uint32_t x = 0; x < cw; ++x) {
+      uint32_t c = src[4 * x], m = src[4 * x + 1], y = src[4 * x + 2], k = src[4 * x + 3];
+      if (!adobe_inverted) {
+        c = 255 - c;
+        m = 255 - m;
+        y = 255 - y;
+        k = 255 - k;
+      }
+      // Adobe CMYK JPEGs store inverted values: R = C * K / 255.
+      dst[3 * x] = static_cast<uint8_t>((c * k + 127) / 255);
+      dst[3 * x + 1] = static_cast<uint8_t>((m * k + 127) / 255);
+      dst[3 * x + 2] = static_cast<uint8_t>((y * k + 127) / 255);
+    }
+  }
+  out->full_width = fw;
+  out->full_height = fh;
+  out->x = cx;
+  out->y = y0;
+  out->width = cw;
+  out->height = rows;
+  out->pixels = pixels_.data();
+  return Status::OK();
+}
+
+}  // namespace feedline::image

@@ -1,0 +1,62 @@
+// JPEG decoding through libjpeg-turbo: header first with limits, then only a
+// region of the image, at a chosen DCT scale.
+//
+// libjpeg reports fatal errors by calling error_exit, which must not return;
+// we longjmp out of it. The longjmp only ever crosses libjpeg's C frames and
+// our own functions in jpeg_decoder.cc that hold nothing but trivially
+// destructible locals, so no C++ destructor is skipped; errors become
+// Status values and never exit the process.
+//
+// Thread safety: one JpegDecoder per thread (it is per-worker op state).
+#ifndef FEEDLINE_SRC_IMAGE_JPEG_DECODER_H_
+#define FEEDLINE_SRC_IMAGE_JPEG_DECODER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "feedline/image.h"
+#include "feedline/status.h"
+
+namespace feedline::image {
+
+// RGB pixels of part of a (possibly scaled) image.
+struct RgbRegion {
+  uint32_t full_width = 0;   // the whole image at the decode scale
+  uint32_t full_height = 0;
+  uint32_t x = 0, y = 0;     // where the region starts in the scaled image
+  uint32_t width = 0, height = 0;
+  const uint8_t* pixels = nullptr;  // height rows of width * 3 bytes
+};
+
+class JpegDecoder {
+ public:
+  JpegDecoder();
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Parses the header and checks the limits. The bytes must stay valid until
+  // Decode returns.
+  Status ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits, ImageInfo* info);
+
+  // Scaled size of the image after ReadHeader, for scale_num/8.
+  void ScaledSize(int scale_num, uint32_t* width, uint32_t* height);
+
+  // After ReadHeader: decodes columns [x0, x1) and rows [y0, y1) of the image
+  // scaled by scale_num/8 (1..8). Columns may widen to iMCU boundaries.
+  // `out->pixels` points into this decoder's scratch until the next call.
+  Status Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                RgbRegion* out);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::vector<uint8_t> pixels_;
+  std::vector<uint8_t> cmyk_row_;
+};
+
+}  // namespace feedline::image
+
+#endif  // FEEDLINE_SRC_IMAGE_JPEG_DECODER_H_

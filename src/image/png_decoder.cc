@@ -1,0 +1,110 @@
+#include "src/image/png_decoder.h"
+
+#include <spng.h>
+
+#include <memory>
+#include <string>
+
+namespace feedline::image {
+namespace {
+
+struct CtxDeleter {
+  void operator()(spng_ctx* ctx) const { spng_ctx_free(ctx); }
+};
+using CtxPtr = std::unique_ptr<spng_ctx, CtxDeleter>;
+
+Status SpngError(const char* what, int err) {
+  const std::string msg = std::string(what) + ": " + spng_strerror(err);
+  switch (err) {
+    case SPNG_EMEM: return ResourceExhaustedError(msg);
+    case SPNG_EWIDTH:
+    case SPNG_EHEIGHT:
+    case SPNG_EUSER_WIDTH:
+    case SPNG_EUSER_HEIGHT:
+    case SPNG_ECHUNK_LIMITS:
+    case SPNG_ECHUNKAVAIL:
+      return InvalidArgumentError(msg);
+    default: return DataLossError(msg);
+  }
+}
+
+// A context over `bytes` with our limits, IHDR read and checked.
+Result<CtxPtr> Open(std::span<const uint8_t> bytes, const DecodeLimits& limits, spng_ihdr* ihdr) {
+  CtxPtr ctx(spng_ctx_new(0));
+  if (!ctx) return ResourceExhaustedError("PNG: cannot create a decoder context");
+  spng_set_crc_action(ctx.get(), SPNG_CRC_ERROR, SPNG_CRC_ERROR);
+  spng_set_image_limits(ctx.get(), limits.max_dimension, limits.max_dimension);
+  // Ancillary chunks (text, ICC...) may use at most 4 chunk limits in all.
+  spng_set_chunk_limits(ctx.get(), limits.max_png_chunk_bytes, 4 * limits.max_png_chunk_bytes);
+  int err = spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size());
+  if (err) return SpngError("PNG", err);
+  err = spng_get_ihdr(ctx.get(), ihdr);
+  if (err) {
+    if (err == SPNG_EUSER_WIDTH || err == SPNG_EUSER_HEIGHT) {
+      return InvalidArgumentError(std::string("PNG dimensions over max_dimension ") +
+                                  std::to_string(limits.max_dimension) + ": " +
+                                  spng_strerror(err));
+    }
+    return SpngError("corrupt PNG header", err);
+  }
+  if (uint64_t{ihdr->width} * ihdr->height > limits.max_pixels) {
+    return InvalidArgumentError("PNG is " + std::to_string(ihdr->width) + "x" +
+                                std::to_string(ihdr->height) + ", over max_pixels " +
+                                std::to_string(limits.max_pixels));
+  }
+  return ctx;
+}
+
+uint32_t Channels(uint8_t color_type) {
+  switch (color_type) {
+    case SPNG_COLOR_TYPE_GRAYSCALE: return 1;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: return 2;
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: return 4;
+    default: return 3;  // truecolor, indexed
+  }
+}
+
+}  // namespace
+
+Status PngDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits,
+                              ImageInfo* info) {
+  spng_ihdr ihdr{};
+  FEEDLINE_ASSIGN_OR_RETURN(CtxPtr ctx, Open(bytes, limits, &ihdr));
+  info->format = ImageFormat::kPng;
+  info->width = ihdr.width;
+  info->height = ihdr.height;
+  info->channels = Channels(ihdr.color_type);
+  info->progressive = ihdr.interlace_method != 0;
+  return Status::OK();
+}
+
+Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
+                          RgbRegion* out) {
+  spng_ihdr ihdr{};
+  FEEDLINE_ASSIGN_OR_RETURN(CtxPtr ctx, Open(bytes, limits, &ihdr));
+  // RGBA8 is the one output format libspng converts every PNG type to.
+  size_t size = 0;
+  int err = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGBA8, &size);
+  if (err) return SpngError("PNG", err);
+  if (rgba_.size() < size) rgba_.resize(size);
+  err = spng_decode_image(ctx.get(), rgba_.data(), size, SPNG_FMT_RGBA8, 0);
+  if (err) return SpngError("corrupt PNG", err);
+  // Drop alpha in place.
+  const size_t pixels = size_t{ihdr.width} * ihdr.height;
+  uint8_t* p = rgba_.data();
+  for (size_t i = 0; i < pixels; ++i) {
+    p[3 * i] = p[4 * i];
+    p[3 * i + 1] = p[4 * i + 1];
+    p[3 * i + 2] = p[4 * i + 2];
+  }
+  out->full_width = ihdr.width;
+  out->full_height = ihdr.height;
+  out->x = 0;
+  out->y = 0;
+  out->width = ihdr.width;
+  out->height = ihdr.height;
+  out->pixels = rgba_.data();
+  return Status::OK();
+}
+
+}  // namespace feedline::image

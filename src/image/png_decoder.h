@@ -1,0 +1,34 @@
+// PNG decoding through libspng, with image-size and chunk limits set before
+// any data is inflated. Every PNG colour type and bit depth becomes 8-bit
+// RGB (16-bit channels keep their high byte; alpha is dropped, as PIL's
+// convert("RGB") does).
+//
+// Thread safety: one PngDecoder per thread.
+#ifndef FEEDLINE_SRC_IMAGE_PNG_DECODER_H_
+#define FEEDLINE_SRC_IMAGE_PNG_DECODER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "feedline/image.h"
+#include "feedline/status.h"
+#include "src/image/jpeg_decoder.h"
+
+namespace feedline::image {
+
+class PngDecoder {
+ public:
+  // Parses the header and checks the limits.
+  Status ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits, ImageInfo* info);
+  // Decodes the whole image to RGB. `out->pixels` points into this decoder's
+  // scratch until the next call.
+  Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, RgbRegion* out);
+
+ private:
+  std::vector<uint8_t> rgba_;
+};
+
+}  // namespace feedline::image
+
+#endif  // FEEDLINE_SRC_IMAGE_PNG_DECODER_H_

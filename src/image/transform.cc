@@ -1,0 +1,254 @@
+// Crop selection with torchvision's semantics, the recipes, and the fused
+// decode -> crop -> resample -> flip -> normalise -> convert op.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "feedline/image.h"
+#include "src/image/jpeg_decoder.h"
+#include "src/image/png_decoder.h"
+#include "src/image/resample.h"
+
+namespace feedline {
+
+namespace image {
+Status UnsupportedFormat(std::span<const uint8_t> bytes);
+}  // namespace image
+
+namespace {
+
+// Python's round(): half to even. std::nearbyint does that in the default
+// rounding mode.
+int64_t PyRound(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+
+}  // namespace
+
+ImageTransform ImageNetTrain(uint32_t size) {
+  ImageTransform t;
+  t.crop = CropMode::kRandomResized;
+  t.height = t.width = size;
+  t.hflip_prob = 0.5;
+  return t;
+}
+
+ImageTransform ImageNetEval(uint32_t resize, uint32_t size) {
+  ImageTransform t;
+  t.crop = CropMode::kResizeCenter;
+  t.height = t.width = size;
+  t.resize_size = resize;
+  t.hflip_prob = 0.0;
+  return t;
+}
+
+FieldSpec ImageField(const ImageTransform& t, std::string name) {
+  const auto h = static_cast<int64_t>(t.height), w = static_cast<int64_t>(t.width);
+  return {std::move(name), t.dtype,
+          t.layout == Layout::kCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3}};
+}
+
+CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height, SampleRng& rng) {
+  CropBox box;
+  const double W = width, H = height;
+  switch (t.crop) {
+    case CropMode::kRandomResized: {
+      // torchvision.transforms.RandomResizedCrop.get_params
+      const double area = W * H;
+      const double log_r0 = std::log(t.ratio[0]), log_r1 = std::log(t.ratio[1]);
+      bool found = false;
+      int64_t i = 0, j = 0, w = 0, h = 0;
+      for (int attempt = 0; attempt < 10 && !found; ++attempt) {
+        const double target_area = area * rng.Uniform(t.scale[0], t.scale[1]);
+        const double aspect = std::exp(rng.Uniform(log_r0, log_r1));
+        w = PyRound(std::sqrt(target_area * aspect));
+        h = PyRound(std::sqrt(target_area / aspect));
+        if (0 < w && w <= width && 0 < h && h <= height) {
+          i = static_cast<int64_t>(rng.UniformInt(static_cast<uint64_t>(height - h + 1)));
+          j = static_cast<int64_t>(rng.UniformInt(static_cast<uint64_t>(width - w + 1)));
+          found = true;
+        }
+      }
+      if (!found) {  // central fallback
+        const double in_ratio = W / H;
+        const double rmin = std::min(t.ratio[0], t.ratio[1]), rmax = std::max(t.ratio[0], t.ratio[1]);
+        if (in_ratio < rmin) {
+          w = width;
+          h = PyRound(w / rmin);
+        } else if (in_ratio > rmax) {
+          h = height;
+          w = PyRound(h * rmax);
+        } else {
+          w = width;
+          h = height;
+        }
+        i = (static_cast<int64_t>(height) - h) / 2;
+        j = (static_cast<int64_t>(width) - w) / 2;
+      }
+      // torchvision crops first, so the crop is the region the filter sees.
+      box.region_x = static_cast<uint32_t>(j);
+      box.region_y = static_cast<uint32_t>(i);
+      box.region_width = static_cast<uint32_t>(w);
+      box.region_height = static_cast<uint32_t>(h);
+      box.width = static_cast<double>(w);
+      box.height = static_cast<double>(h);
+      break;
+    }
+    case CropMode::kResizeCenter: {
+      // Resize(resize_size): the shorter side becomes resize_size, the
+      // longer int(resize_size * long / short); then CenterCrop(size).
+      double rw, rh;
+      if (width <= height) {
+        rw = t.resize_size;
+        rh = static_cast<double>(static_cast<int64_t>(t.resize_size * H / W));
+      } else {
+        rh = t.resize_size;
+        rw = static_cast<double>(static_cast<int64_t>(t.resize_size * W / H));
+      }
+      const int64_t top = PyRound((rh - t.height) / 2.0), left = PyRound((rw - t.width) / 2.0);
+      const double sx = W / rw, sy = H / rh;
+      box.region_width = width;
+      box.region_height = height;
+      box.x = static_cast<double>(left) * sx;
+      box.y = static_cast<double>(top) * sy;
+      box.width = t.width * sx;
+      box.height = t.height * sy;
+      break;
+    }
+    case CropMode::kResizeFull:
+      box.region_width = width;
+      box.region_height = height;
+      box.width = W;
+      box.height = H;
+      break;
+  }
+  box.flip = t.hflip_prob > 0 && rng.Bernoulli(t.hflip_prob);
+  return box;
+}
+
+namespace image {
+namespace {
+
+// Per-worker state of the image op: codec handles and scratch, reused.
+struct ImageState final : OpState {
+  JpegDecoder jpeg;
+  PngDecoder png;
+  AxisPlan horizontal, vertical;
+  std::vector<float> scratch;
+};
+
+Status CheckTransform(const ImageTransform& t) {
+  if (t.height == 0 || t.width == 0) return InvalidArgumentError("output size must be positive");
+  if (t.dtype != DType::kUInt8 && t.dtype != DType::kFloat32 && t.dtype != DType::kFloat16 &&
+      t.dtype != DType::kBFloat16) {
+    return InvalidArgumentError("image dtype " + std::string(DTypeName(t.dtype)) +
+                                " is not one of uint8, float32, float16, bfloat16");
+  }
+  if (!(t.scale[0] > 0 && t.scale[0] <= t.scale[1])) {
+    return InvalidArgumentError("RandomResizedCrop scale must satisfy 0 < min <= max");
+  }
+  if (!(t.ratio[0] > 0 && t.ratio[1] > 0)) return InvalidArgumentError("ratio must be positive");
+  if (t.crop == CropMode::kResizeCenter && t.resize_size < std::max(t.height, t.width)) {
+    return InvalidArgumentError("resize_size " + std::to_string(t.resize_size) +
+                                " is smaller than the center crop (padding is not supported)");
+  }
+  for (float s : t.std) {
+    if (!(s > 0)) return InvalidArgumentError("normalisation std must be positive");
+  }
+  return Status::OK();
+}
+
+// The smallest scale_num in 1..8 whose decode still gives the box at least
+// the output's resolution (libjpeg's scaled IDCT: M/8).
+int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
+  for (int m = 1; m < 8; ++m) {
+    if (box.width * m / 8.0 >= t.width && box.height * m / 8.0 >= t.height) return m;
+  }
+  return 8;
+}
+
+Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox* given,
+           SampleRng* rng, ImageState& s, void* out) {
+  const ImageFormat format = SniffImageFormat(bytes);
+  if (format != ImageFormat::kJpeg && format != ImageFormat::kPng) return UnsupportedFormat(bytes);
+  ImageInfo info;
+  if (format == ImageFormat::kJpeg) {
+    FEEDLINE_RETURN_IF_ERROR(s.jpeg.ReadHeader(bytes, t.limits, &info));
+  } else {
+    FEEDLINE_RETURN_IF_ERROR(s.png.ReadHeader(bytes, t.limits, &info));
+  }
+  const CropBox box = given ? *given : ChooseCrop(t, info.width, info.height, *rng);
+
+  // Geometry at the decode scale.
+  const int m = format == ImageFormat::kJpeg && t.dct_scaling ? ChooseDctScale(box, t) : 8;
+  const double f = m / 8.0;
+  uint32_t sw = info.width, sh = info.height;
+  if (format == ImageFormat::kJpeg) s.jpeg.ScaledSize(m, &sw, &sh);
+  auto scaled = [f](double v, uint32_t limit) {
+    return static_cast<uint32_t>(std::clamp<double>(std::nearbyint(v * f), 0.0, limit));
+  };
+  const uint32_t rx0 = scaled(box.region_x, sw), ry0 = scaled(box.region_y, sh);
+  const uint32_t rx1 = std::max(rx0 + 1, scaled(static_cast<double>(box.region_x) + box.region_width, sw));
+  const uint32_t ry1 = std::max(ry0 + 1, scaled(static_cast<double>(box.region_y) + box.region_height, sh));
+  // The box relative to the (scaled) region.
+  const double bx = (box.region_x + box.x) * f - rx0, by = (box.region_y + box.y) * f - ry0;
+  PlanAxis(t.interpolation, rx1 - rx0, bx, box.width * f / t.width, t.width, &s.horizontal);
+  PlanAxis(t.interpolation, ry1 - ry0, by, box.height * f / t.height, t.height, &s.vertical);
+
+  RgbRegion region;
+  if (format == ImageFormat::kJpeg) {
+    FEEDLINE_RETURN_IF_ERROR(s.jpeg.Decode(m, rx0 + s.horizontal.min_index,
+                                           ry0 + s.vertical.min_index,
+                                           rx0 + s.horizontal.max_index,
+                                           ry0 + s.vertical.max_index, &region));
+  } else {
+    FEEDLINE_RETURN_IF_ERROR(s.png.Decode(bytes, t.limits, &region));
+  }
+  RgbSource src;
+  src.pixels = region.pixels;
+  src.stride = size_t{region.width} * 3;
+  src.col0 = static_cast<int32_t>(region.x) - static_cast<int32_t>(rx0);
+  src.row0 = static_cast<int32_t>(region.y) - static_cast<int32_t>(ry0);
+  Resample(src, s.horizontal, s.vertical, box.flip, MakeOutputFormat(t), &s.scratch, out);
+  return Status::OK();
+}
+
+class ImageOp final : public SampleOp {
+ public:
+  ImageOp(ImageTransform t, size_t field) : t_(std::move(t)), field_(field) {}
+  std::string_view name() const override { return "decode_transform"; }
+  std::unique_ptr<OpState> NewState() const override { return std::make_unique<ImageState>(); }
+  Status Apply(Sample& sample, OpState* state) const override {
+    if (field_ >= sample.num_outputs()) {
+      return InvalidArgumentError("image op writes field " + std::to_string(field_) +
+                                  " but the pipeline has " + std::to_string(sample.num_outputs()));
+    }
+    SampleRng rng = sample.rng();
+    return Run(sample.data(), t_, nullptr, &rng, *static_cast<ImageState*>(state),
+               sample.output(field_));
+  }
+
+ private:
+  const ImageTransform t_;
+  const size_t field_;
+};
+
+}  // namespace
+}  // namespace image
+
+std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t, size_t output_field) {
+  // Invalid transforms are a programming error at pipeline construction;
+  // the op reports them on every sample rather than crashing.
+  const Status valid = image::CheckTransform(t);
+  if (!valid.ok()) {
+    return MakeOp("decode_transform", [valid](Sample&) { return valid; });
+  }
+  return std::make_shared<image::ImageOp>(std::move(t), output_field);
+}
+
+Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
+                      const CropBox& box, void* out) {
+  FEEDLINE_RETURN_IF_ERROR(image::CheckTransform(t));
+  image::ImageState state;
+  return image::Run(bytes, t, &box, nullptr, state, out);
+}
+
+}  // namespace feedline
