@@ -3,6 +3,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <string>
 // jpeglib.h needs size_t and FILE declared first.
 #include <jerror.h>
@@ -129,6 +130,55 @@ int ReadRowsC(jpeg_decompress_struct* cinfo, ErrorMgr* err, JDIMENSION* x0, JDIM
   return 0;
 }
 
+struct FrameHeader {
+  uint8_t sof = 0;  // marker type, 0xC0..0xCF
+  uint32_t precision = 0, width = 0, height = 0, components = 0;
+};
+
+// Walks the marker segments up to the first frame header (SOFn). Reading it
+// ourselves lets us name our own limits and "unsupported" cases before
+// libjpeg sees the file (libjpeg would reject some with generic messages).
+Result<FrameHeader> ReadFrameHeader(std::span<const uint8_t> b) {
+  size_t i = 2;  // after SOI
+  while (i + 4 <= b.size()) {
+    if (b[i] != 0xFF) return DataLossError("corrupt JPEG header: no marker at offset " + std::to_string(i));
+    const uint8_t m = b[i + 1];
+    if (m == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    const size_t len = size_t{b[i + 2]} << 8 | b[i + 3];
+    if (len < 2) return DataLossError("corrupt JPEG header: bad segment length at offset " + std::to_string(i));
+    const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+    if (sof) {
+      if (len < 8 || i + 4 + 6 > b.size()) return DataLossError("corrupt JPEG header: short frame header");
+      FrameHeader f;
+      f.sof = m;
+      f.precision = b[i + 4];
+      f.height = uint32_t{b[i + 5]} << 8 | b[i + 6];
+      f.width = uint32_t{b[i + 7]} << 8 | b[i + 8];
+      f.components = b[i + 9];
+      return f;
+    }
+    if (m == 0xDA || m == 0xD9) break;  // scan or end before any frame
+    i += 2 + len;
+  }
+  return DataLossError("corrupt JPEG header: no frame header (SOF) found");
+}
+
+// True if an end-of-image marker is among the last bytes. Entropy-coded data
+// never contains 0xFF 0xD9 (0xFF is stuffed), so a truncated file lacks it.
+bool HasEndOfImage(std::span<const uint8_t> b) {
+  // Trailing bytes after EOI (padding, appended metadata) are tolerated up
+  // to this many.
+  constexpr size_t kWindow = 64 * 1024;
+  const size_t stop = b.size() > kWindow ? b.size() - kWindow : 1;
+  for (size_t i = b.size(); i-- > stop;) {
+    if (b[i] == 0xD9 && b[i - 1] == 0xFF) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits,
@@ -137,27 +187,35 @@ Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimit
   s.err.warnings_fatal = limits.jpeg_warnings_fatal;
   s.err.max_scans = limits.max_jpeg_scans;
   s.header_read = false;
+  FEEDLINE_ASSIGN_OR_RETURN(FrameHeader frame, ReadFrameHeader(bytes));
+  if (frame.sof == 0xC3 || frame.sof == 0xC7 || frame.sof == 0xCB || frame.sof == 0xCF) {
+    return UnimplementedError("unsupported JPEG: lossless (SOF" + std::to_string(frame.sof - 0xC0) +
+                              ") is not supported");
+  }
+  if (frame.precision != 8) {
+    return UnimplementedError("unsupported JPEG: " + std::to_string(frame.precision) +
+                              "-bit samples (only 8-bit JPEG is supported)");
+  }
+  if (frame.width > limits.max_dimension || frame.height > limits.max_dimension) {
+    return InvalidArgumentError("JPEG is " + std::to_string(frame.width) + "x" +
+                                std::to_string(frame.height) + ", over max_dimension " +
+                                std::to_string(limits.max_dimension));
+  }
+  if (uint64_t{frame.width} * frame.height > limits.max_pixels) {
+    return InvalidArgumentError("JPEG is " + std::to_string(frame.width) + "x" +
+                                std::to_string(frame.height) + " = " +
+                                std::to_string(uint64_t{frame.width} * frame.height) +
+                                " pixels, over max_pixels " + std::to_string(limits.max_pixels));
+  }
+  // We may stop decoding after the last row a crop needs, so a cut-off tail
+  // would go unnoticed: require the end-of-image marker instead.
+  if (limits.jpeg_warnings_fatal && !HasEndOfImage(bytes)) {
+    return DataLossError("corrupt JPEG: no end-of-image marker (truncated file?)");
+  }
   if (ReadHeaderC(&s.cinfo, &s.err, bytes.data(), bytes.size()) != 0) {
     return DataLossError(std::string("corrupt JPEG header: ") + s.err.message);
   }
   const jpeg_decompress_struct& c = s.cinfo;
-  if (c.data_precision != 8) {
-    return UnimplementedError("unsupported JPEG: " + std::to_string(c.data_precision) +
-                              "-bit samples (only 8-bit JPEG is supported)");
-  }
-  if (c.image_width > limits.max_dimension || c.image_height > limits.max_dimension) {
-    jpeg_abort_decompress(&s.cinfo);
-    return InvalidArgumentError("JPEG is " + std::to_string(c.image_width) + "x" +
-                                std::to_string(c.image_height) + ", over max_dimension " +
-                                std::to_string(limits.max_dimension));
-  }
-  if (uint64_t{c.image_width} * c.image_height > limits.max_pixels) {
-    jpeg_abort_decompress(&s.cinfo);
-    return InvalidArgumentError("JPEG is " + std::to_string(c.image_width) + "x" +
-                                std::to_string(c.image_height) + " = " +
-                                std::to_string(uint64_t{c.image_width} * c.image_height) +
-                                " pixels, over max_pixels " + std::to_string(limits.max_pixels));
-  }
   info->format = ImageFormat::kJpeg;
   info->width = c.image_width;
   info->height = c.image_height;

@@ -1,0 +1,276 @@
+// Decoders: real photographs, limits from the header, corrupt and
+// unsupported inputs (RELIABILITY.md 9-14).
+#include <spng.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "feedline/image.h"
+#include "feedline/loader.h"
+#include "gtest/gtest.h"
+#include "tests/image/test_images.h"
+
+namespace feedline {
+namespace {
+
+using testing::FindSof;
+using testing::MustDecode;
+using testing::MustEncodeJpeg;
+using testing::ReadTestFile;
+
+TEST(DecodeTest, DecodesEveryPhotographAtItsSize) {
+  struct Photo {
+    const char* name;
+    uint32_t w, h;
+    ImageFormat format;
+  };
+  for (const Photo& p : {Photo{"chelsea.png", 451, 300, ImageFormat::kPng},
+                         Photo{"coffee.png", 600, 400, ImageFormat::kPng},
+                         Photo{"astronaut.png", 512, 512, ImageFormat::kPng},
+                         Photo{"camera.png", 512, 512, ImageFormat::kPng},
+                         Photo{"rocket.jpg", 640, 427, ImageFormat::kJpeg},
+                         Photo{"hubble_deep_field.jpg", 1000, 872, ImageFormat::kJpeg}}) {
+    SCOPED_TRACE(p.name);
+    const std::vector<uint8_t> bytes = ReadTestFile(std::string("photos/") + p.name);
+    Result<ImageInfo> info = ReadImageInfo(bytes);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->format, p.format);
+    EXPECT_EQ(info->width, p.w);
+    EXPECT_EQ(info->height, p.h);
+    RgbImage img = MustDecode(bytes);
+    EXPECT_EQ(img.width, p.w);
+    EXPECT_EQ(img.pixels.size(), size_t{p.w} * p.h * 3);
+  }
+}
+
+TEST(DecodeTest, GrayscaleJpegAndPngBecomeRgbWithEqualChannels) {
+  const std::vector<uint8_t> png = ReadTestFile("photos/camera.png");
+  RgbImage gray = MustDecode(png);
+  for (size_t i = 0; i < gray.pixels.size(); i += 3) {
+    ASSERT_EQ(gray.pixels[i], gray.pixels[i + 1]);
+    ASSERT_EQ(gray.pixels[i], gray.pixels[i + 2]);
+  }
+  RgbImage color = MustDecode(ReadTestFile("photos/chelsea.png"));
+  const std::vector<uint8_t> jpeg = MustEncodeJpeg(color, 90, /*gray=*/true);
+  EXPECT_EQ(ReadImageInfo(jpeg)->channels, 1u);
+  RgbImage decoded = MustDecode(jpeg);
+  for (size_t i = 0; i < decoded.pixels.size(); i += 3) {
+    ASSERT_EQ(decoded.pixels[i], decoded.pixels[i + 2]);
+  }
+}
+
+TEST(DecodeTest, ProgressiveJpegDecodesLikeBaseline) {
+  RgbImage img = MustDecode(ReadTestFile("photos/chelsea.png"));
+  RgbImage base = MustDecode(MustEncodeJpeg(img, 92));
+  const std::vector<uint8_t> prog_bytes = MustEncodeJpeg(img, 92, false, /*progressive=*/true);
+  EXPECT_TRUE(ReadImageInfo(prog_bytes)->progressive);
+  RgbImage prog = MustDecode(prog_bytes);
+  ASSERT_EQ(prog.pixels.size(), base.pixels.size());
+  double diff = 0;
+  for (size_t i = 0; i < prog.pixels.size(); ++i) diff += std::abs(prog.pixels[i] - base.pixels[i]);
+  EXPECT_LT(diff / prog.pixels.size(), 1.0);
+}
+
+// RELIABILITY.md 9: huge declared sizes are refused from the header.
+TEST(DecodeTest, HugeDeclaredJpegIsRejectedFromTheHeaderNamingTheLimit) {
+  const std::vector<uint8_t> small = MustEncodeJpeg(testing::Noise(16, 16, 1), 90);
+  Result<ImageInfo> r = ReadImageInfo(testing::WithDeclaredSize(small, 65535, 65535));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("over max_pixels 268435456"), std::string::npos)
+      << r.status();
+  // 65535 x 1 passes the header limits; the missing data is then an error,
+  // and decoding it never allocates more than a row's worth per row.
+  Result<RgbImage> thin = DecodeImage(testing::WithDeclaredSize(small, 65535, 1));
+  ASSERT_FALSE(thin.ok());
+  EXPECT_EQ(thin.status().code(), StatusCode::kDataLoss) << thin.status();
+  DecodeLimits strict;
+  strict.max_dimension = 4096;
+  Result<ImageInfo> wide = ReadImageInfo(testing::WithDeclaredSize(small, 65535, 1), strict);
+  EXPECT_NE(wide.status().message().find("over max_dimension 4096"), std::string::npos)
+      << wide.status();
+}
+
+// RELIABILITY.md 10: truncation is an error, never grey pixels.
+TEST(DecodeTest, TruncatedJpegIsAnErrorByDefault) {
+  const std::vector<uint8_t> full = ReadTestFile("photos/rocket.jpg");
+  for (double fraction : {0.10, 0.50, 0.99}) {
+    SCOPED_TRACE(fraction);
+    std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<long>(full.size() * fraction));
+    Result<RgbImage> r = DecodeImage(cut);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find("corrupt JPEG"), std::string::npos) << r.status();
+    // Opt-out: libjpeg fills the rest with grey.
+    DecodeLimits lenient;
+    lenient.jpeg_warnings_fatal = false;
+    EXPECT_TRUE(DecodeImage(cut, lenient).ok());
+  }
+}
+
+// RELIABILITY.md 11: a scan limit stops hostile progressive files early.
+TEST(DecodeTest, ProgressiveJpegOverTheScanLimitIsRejectedFast) {
+  const std::vector<uint8_t> prog =
+      MustEncodeJpeg(MustDecode(ReadTestFile("photos/chelsea.png")), 90, false, true);
+  DecodeLimits limits;
+  limits.max_jpeg_scans = 3;  // jpeg_simple_progression writes 10
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<RgbImage> r = DecodeImage(prog, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than 3 scans (max_jpeg_scans)"), std::string::npos)
+      << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+std::vector<uint8_t> EncodePngRaw(uint32_t w, uint32_t h, uint8_t color_type, uint8_t depth,
+                                  const std::vector<uint8_t>& data, const spng_plte* plte = nullptr) {
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{};
+  ihdr.width = w;
+  ihdr.height = h;
+  ihdr.bit_depth = depth;
+  ihdr.color_type = color_type;
+  spng_set_ihdr(ctx, &ihdr);
+  if (plte) spng_set_plte(ctx, const_cast<spng_plte*>(plte));
+  int err = spng_encode_image(ctx, data.data(), data.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  EXPECT_EQ(err, 0) << spng_strerror(err);
+  size_t size = 0;
+  void* buf = spng_get_png_buffer(ctx, &size, &err);
+  std::vector<uint8_t> out(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + size);
+  free(buf);
+  spng_ctx_free(ctx);
+  return out;
+}
+
+// RELIABILITY.md 13: palette, gray+alpha, RGBA and 16-bit PNGs decode right.
+TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
+  // Palette: index i -> (i, 2i, 255 - i).
+  spng_plte plte{};
+  plte.n_entries = 4;
+  for (int i = 0; i < 4; ++i) plte.entries[i] = {uint8_t(i * 10), uint8_t(i * 20), uint8_t(255 - i), 255};
+  RgbImage pal = MustDecode(EncodePngRaw(4, 1, SPNG_COLOR_TYPE_INDEXED, 8, {0, 1, 2, 3}, &plte));
+  EXPECT_EQ(pal.pixels, (std::vector<uint8_t>{0, 0, 255, 10, 20, 254, 20, 40, 253, 30, 60, 252}));
+  // Gray + alpha: alpha is dropped.
+  RgbImage ga = MustDecode(EncodePngRaw(2, 1, SPNG_COLOR_TYPE_GRAYSCALE_ALPHA, 8, {7, 0, 200, 255}));
+  EXPECT_EQ(ga.pixels, (std::vector<uint8_t>{7, 7, 7, 200, 200, 200}));
+  // RGBA.
+  RgbImage rgba = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_TRUECOLOR_ALPHA, 8, {1, 2, 3, 4}));
+  EXPECT_EQ(rgba.pixels, (std::vector<uint8_t>{1, 2, 3}));
+  // 16-bit RGB (libspng's encoder takes host-order samples: 0x1234, 0xABCD,
+  // 0xFFFF): the high byte survives.
+  RgbImage deep = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_TRUECOLOR, 16,
+                                          {0x34, 0x12, 0xCD, 0xAB, 0xFF, 0xFF}));
+  EXPECT_EQ(deep.pixels, (std::vector<uint8_t>{0x12, 0xAB, 0xFF}));
+  // 16-bit gray 0x8001.
+  RgbImage gray16 = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, {0x01, 0x80}));
+  EXPECT_EQ(gray16.pixels, (std::vector<uint8_t>{0x80, 0x80, 0x80}));
+}
+
+// RELIABILITY.md 12: CRC errors and chunk limits.
+TEST(DecodeTest, BadPngCrcAndOversizedChunksAreErrors) {
+  const std::vector<uint8_t> png = ReadTestFile("photos/chelsea.png");
+  // Flip a byte inside the first IDAT's data.
+  std::vector<uint8_t> bad = png;
+  const std::string idat = "IDAT";
+  auto it = std::search(bad.begin(), bad.end(), idat.begin(), idat.end());
+  ASSERT_NE(it, bad.end());
+  *(it + 20) ^= 0x01;
+  Result<RgbImage> r = DecodeImage(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("PNG"), std::string::npos);
+
+  DecodeLimits tiny;
+  tiny.max_png_chunk_bytes = 1000;
+  Result<RgbImage> big = DecodeImage(png, tiny);  // its IDAT chunks are 8 KiB
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument) << big.status();
+}
+
+// RELIABILITY.md 13: formats outside the allow-list and non-images.
+TEST(DecodeTest, UnsupportedFormatsAndNonImagesAreClearErrors) {
+  struct Case {
+    std::string bytes;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"GIF89a\x01\x00\x01\x00", "unsupported image format 'gif'"},
+                        Case{std::string("II*\0\x08\0\0\0", 8), "unsupported image format 'tiff'"},
+                        Case{"%PDF-1.7\n", "unsupported image format 'pdf'"},
+                        Case{std::string("BM\x3a\0\0\0", 6), "unsupported image format 'bmp'"},
+                        Case{std::string("RIFF\0\0\0\0WEBPVP8 ", 16),
+                             "unsupported image format 'webp'"},
+                        Case{"hello, world", "not an image"}, Case{"", "not an image"}}) {
+    std::vector<uint8_t> bytes(c.bytes.begin(), c.bytes.end());
+    Result<RgbImage> r = DecodeImage(bytes);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status();
+  }
+  // 12-bit and lossless JPEGs: a clear "unsupported", not a crash.
+  std::vector<uint8_t> twelve = MustEncodeJpeg(testing::Noise(8, 8, 2), 90);
+  twelve[FindSof(twelve)] = 12;
+  Result<RgbImage> r12 = DecodeImage(twelve);
+  ASSERT_FALSE(r12.ok());
+  EXPECT_NE(r12.status().message().find("12-bit"), std::string::npos) << r12.status();
+  std::vector<uint8_t> lossless = MustEncodeJpeg(testing::Noise(8, 8, 3), 90);
+  lossless[FindSof(lossless) - 3] = 0xC3;  // SOF0 -> SOF3
+  Result<RgbImage> rl = DecodeImage(lossless);
+  ASSERT_FALSE(rl.ok());
+  EXPECT_EQ(rl.status().code(), StatusCode::kUnimplemented) << rl.status();
+}
+
+// RELIABILITY.md 14: thousands of corrupt files on many threads; the process
+// survives and every error is reported with its sample.
+TEST(DecodeTest, ThousandsOfCorruptFilesOnManyThreadsAreAllReported) {
+  const std::vector<uint8_t> good = MustEncodeJpeg(testing::Noise(64, 48, 4), 85);
+  constexpr uint64_t kSamples = 2000;
+  Pipeline p;
+  p.num_samples = kSamples;
+  ImageTransform t = ImageNetTrain(32);
+  p.fields = {ImageField(t)};
+  // Even ids: truncated at a sample-dependent point; odd ids: good.
+  p.ops.push_back(MakeOp("read", [&good](Sample& s) {
+    auto& buf = s.scratch();
+    buf = good;
+    if (s.id() % 2 == 0) buf.resize(20 + (s.id() * 7919) % (good.size() - 40));
+    s.set_data(buf);
+    s.location().key = "img" + std::to_string(s.id());
+    return Status::OK();
+  }));
+  p.ops.push_back(MakeImageOp(t));
+  LoaderOptions o;
+  o.batch_size = 50;
+  o.num_threads = 8;
+  o.error_policy = ErrorPolicy::kSkip;
+  o.max_errors = kSamples;
+  auto loader = Loader::Create(p, o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  uint64_t kept = 0, skipped = 0;
+  Batch b;
+  bool end = false;
+  while (true) {
+    ASSERT_TRUE((*loader)->Next(&b, &end).ok());
+    if (end) break;
+    kept += b.size();
+    for (const SampleError& e : b.skipped()) {
+      EXPECT_EQ(e.sample_id % 2, 0u);
+      EXPECT_EQ(e.op, "decode_transform");
+      EXPECT_EQ(e.location.key, "img" + std::to_string(e.sample_id));
+      ++skipped;
+    }
+  }
+  EXPECT_EQ(kept, kSamples / 2);
+  EXPECT_EQ(skipped, kSamples / 2);
+  MetricsSnapshot m = (*loader)->Metrics();
+  EXPECT_EQ(m.errors.by_reason.at("decode_transform/DataLoss"), kSamples / 2);
+}
+
+}  // namespace
+}  // namespace feedline
