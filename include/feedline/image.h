@@ -141,6 +141,13 @@ struct FEEDLINE_EXPORT CropBox {
 FEEDLINE_EXPORT CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height,
                                    SampleRng& rng);
 
+// Crops (x, y, w, h) of `image` and resizes it to out_width x out_height
+// with antialiasing: torchvision's resized_crop on a PIL image.
+FEEDLINE_EXPORT Result<RgbImage> ResizedCrop(const RgbImage& image, uint32_t x, uint32_t y,
+                                             uint32_t w, uint32_t h, uint32_t out_width,
+                                             uint32_t out_height,
+                                             Interpolation interpolation = Interpolation::kBilinear);
+
 // The fused op: decodes sample.data() and writes output field
 // `output_field` (which must be ImageField(t)). Random choices use the
 // sample's rng for this op, so they are reproducible.

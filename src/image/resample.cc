@@ -21,10 +21,55 @@ double Bicubic(double x) {
   return 0.0;
 }
 
+// Pillow rounds half up in fixed point, then clips to [0, 255]. Clamping
+// first makes truncation of v + 0.5 a floor, with no libm call (the baseline
+// x86-64 ISA has no SSE4.1 round): the loops below vectorise.
 inline float Round8(float v) {
-  // Pillow rounds half up in fixed point, then clips to [0, 255].
-  v = std::floor(v + 0.5f);
-  return v < 0.f ? 0.f : (v > 255.f ? 255.f : v);
+  v = std::min(std::max(v, 0.f), 255.f);
+  return static_cast<float>(static_cast<int32_t>(v + 0.5f));
+}
+
+// One RGB pixel in a 4-lane vector (the 4th lane unused): a filter tap is
+// one vector multiply-add for all three channels.
+typedef float V4 __attribute__((vector_size(16)));
+typedef int32_t V4i __attribute__((vector_size(16)));
+typedef uint8_t V4u8 __attribute__((vector_size(4)));
+
+inline V4 Round8(V4 v) {
+  const V4 zero = {0, 0, 0, 0}, top = {255, 255, 255, 255}, half = {0.5f, 0.5f, 0.5f, 0.5f};
+  v = v < zero ? zero : v;
+  v = v > top ? top : v;
+  return __builtin_convertvector(__builtin_convertvector(v + half, V4i), V4);
+}
+
+// Sum of taps: a fixed trip count (zero-padded weights) when the plan's tap
+// count is one of the common small ones, so the loop unrolls without
+// per-pixel branches.
+template <int kTaps>
+inline V4 Taps(const V4* p, const float* w, int32_t /*count*/) {
+  V4 a = p[0] * w[0];
+  for (int k = 1; k < kTaps; ++k) a += p[k] * w[k];
+  return a;
+}
+template <>
+inline V4 Taps<0>(const V4* p, const float* w, int32_t count) {
+  V4 a = {0, 0, 0, 0};
+  for (int32_t k = 0; k < count; ++k) a += p[k] * w[k];
+  return a;
+}
+
+template <int kTaps>
+void HorizontalRow(const V4* rowf, const AxisPlan& h, int32_t col_begin, bool flip, float* r_plane,
+                   float* g_plane, float* b_plane) {
+  const uint32_t ow = h.out_size;
+  for (uint32_t x = 0; x < ow; ++x) {
+    const V4 a = Round8(Taps<kTaps>(rowf + (h.start[x] - col_begin), &h.weights[size_t{x} * h.taps],
+                                     h.count[x]));
+    const uint32_t ox = flip ? ow - 1 - x : x;
+    r_plane[ox] = a[0];
+    g_plane[ox] = a[1];
+    b_plane[ox] = a[2];
+  }
 }
 
 }  // namespace
@@ -122,64 +167,101 @@ uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
+// Built twice, for AVX2+FMA and for the baseline, and picked at load time by
+// the CPU (GCC function multi-versioning): one binary, no -march needed.
+__attribute__((target_clones("avx2,fma", "default")))
 void Resample(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
               const OutputFormat& format, std::vector<float>* scratch, void* out) {
   const uint32_t ow = h.out_size, oh = v.out_size;
   const int32_t row_begin = v.min_index, row_end = v.max_index;
   const size_t rows = static_cast<size_t>(row_end - row_begin);
-  const size_t tmp_stride = size_t{ow} * 3;
-  if (scratch->size() < rows * tmp_stride) scratch->resize(rows * tmp_stride);
+  const int32_t col_begin = h.min_index;
+  const size_t cols = static_cast<size_t>(h.max_index - col_begin);
+  // Scratch (floats): the horizontal result as three planes of rows x ow,
+  // one row of vertical sums per channel, one source row as V4 pixels
+  // (padded so fixed-length tap loops may read past the last pixel).
+  const size_t plane = rows * ow;
+  const size_t row_pixels = cols + h.taps;
+  const size_t need = 3 * plane + 3 * size_t{ow} + 4 * row_pixels + 4;
+  if (scratch->size() < need) scratch->resize(need);
   float* tmp = scratch->data();
+  float* sums = tmp + 3 * plane;
+  float* base = sums + 3 * size_t{ow};
+  auto* rowf = reinterpret_cast<V4*>(base + ((4 - (reinterpret_cast<uintptr_t>(base) / 4) % 4) % 4));
+  for (size_t k = cols; k < row_pixels; ++k) rowf[k] = V4{0, 0, 0, 0};
 
   // Horizontal pass over the rows the vertical pass reads; flip here.
+  const V4 rgb_mask = {1, 1, 1, 0};
   for (size_t r = 0; r < rows; ++r) {
-    const uint8_t* row =
-        src.pixels + static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride;
-    float* dst = tmp + r * tmp_stride;
-    for (uint32_t x = 0; x < ow; ++x) {
-      const float* w = &h.weights[size_t{x} * h.taps];
-      const uint8_t* p = row + static_cast<size_t>(h.start[x] - src.col0) * 3;
-      float a0 = 0, a1 = 0, a2 = 0;
-      for (int32_t k = 0; k < h.count[x]; ++k) {
-        a0 += p[3 * k] * w[k];
-        a1 += p[3 * k + 1] * w[k];
-        a2 += p[3 * k + 2] * w[k];
-      }
-      const uint32_t ox = flip ? ow - 1 - x : x;
-      dst[3 * ox] = Round8(a0);
-      dst[3 * ox + 1] = Round8(a1);
-      dst[3 * ox + 2] = Round8(a2);
+    const uint8_t* row = src.pixels +
+                         static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
+                         static_cast<size_t>(col_begin - src.col0) * 3;
+    // 4-byte loads for all but the last pixel (whose 4th byte may be past the row).
+    for (size_t k = 0; k + 1 < cols; ++k) {
+      V4u8 px;
+      std::memcpy(&px, row + 3 * k, 4);
+      rowf[k] = __builtin_convertvector(px, V4) * rgb_mask;
+    }
+    const uint8_t* last = row + 3 * (cols - 1);
+    rowf[cols - 1] = V4{float(last[0]), float(last[1]), float(last[2]), 0.f};
+    float* pr = tmp + r * ow;
+    switch (h.taps) {
+      case 3: HorizontalRow<3>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
+      case 5: HorizontalRow<5>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
+      case 7: HorizontalRow<7>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
+      default: HorizontalRow<0>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
     }
   }
 
-  // Vertical pass, converting and writing each value once.
-  std::vector<float>& acc_storage = *scratch;  // reuse the tail for one row of sums
-  const size_t acc_offset = rows * tmp_stride;
-  if (acc_storage.size() < acc_offset + tmp_stride) acc_storage.resize(acc_offset + tmp_stride);
-  tmp = acc_storage.data();
-  float* acc = tmp + acc_offset;
-  const size_t plane = size_t{ow} * oh;
+  // Vertical pass per channel over contiguous rows, then one conversion and
+  // write per output value; all of it vectorises.
+  const size_t out_plane = size_t{ow} * oh;
   for (uint32_t y = 0; y < oh; ++y) {
     const float* w = &v.weights[size_t{y} * v.taps];
-    std::fill(acc, acc + tmp_stride, 0.f);
-    for (int32_t k = 0; k < v.count[y]; ++k) {
-      const float* row = tmp + static_cast<size_t>(v.start[y] + k - row_begin) * tmp_stride;
-      const float wk = w[k];
-      for (size_t i = 0; i < tmp_stride; ++i) acc[i] += row[i] * wk;
+    for (int c = 0; c < 3; ++c) {
+      float* acc = sums + c * size_t{ow};
+      const float* first = tmp + c * plane + static_cast<size_t>(v.start[y] - row_begin) * ow;
+      for (uint32_t x = 0; x < ow; ++x) acc[x] = first[x] * w[0];
+      for (int32_t k = 1; k < v.count[y]; ++k) {
+        const float* row = first + static_cast<size_t>(k) * ow;
+        const float wk = w[k];
+        for (uint32_t x = 0; x < ow; ++x) acc[x] += row[x] * wk;
+      }
+      for (uint32_t x = 0; x < ow; ++x) acc[x] = Round8(acc[x]);
     }
-    for (uint32_t x = 0; x < ow; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        const float pixel = Round8(acc[3 * x + c]);
-        const size_t index = format.layout == Layout::kCHW ? c * plane + size_t{y} * ow + x
-                                                           : (size_t{y} * ow + x) * 3 + c;
-        const float value = pixel * format.mul[c] + format.add[c];
-        switch (format.dtype) {
-          case DType::kUInt8: static_cast<uint8_t*>(out)[index] = static_cast<uint8_t>(pixel); break;
-          case DType::kFloat32: static_cast<float*>(out)[index] = value; break;
-          case DType::kFloat16: static_cast<uint16_t*>(out)[index] = FloatToHalf(value); break;
-          case DType::kBFloat16: static_cast<uint16_t*>(out)[index] = FloatToBFloat16(value); break;
-          default: break;  // rejected when the op is made
+    const bool chw = format.layout == Layout::kCHW;
+    for (int c = 0; c < 3; ++c) {
+      const float* acc = sums + c * size_t{ow};
+      const float mul = format.mul[c], add = format.add[c];
+      // Element x of channel c goes to index base + x * step.
+      const size_t base_index = chw ? c * out_plane + size_t{y} * ow : size_t{y} * ow * 3 + c;
+      const size_t step = chw ? 1 : 3;
+      switch (format.dtype) {
+        case DType::kUInt8: {
+          uint8_t* o = static_cast<uint8_t*>(out) + base_index;
+          for (uint32_t x = 0; x < ow; ++x) o[x * step] = static_cast<uint8_t>(acc[x]);
+          break;
         }
+        case DType::kFloat32: {
+          float* o = static_cast<float*>(out) + base_index;
+          if (chw) {
+            for (uint32_t x = 0; x < ow; ++x) o[x] = acc[x] * mul + add;
+          } else {
+            for (uint32_t x = 0; x < ow; ++x) o[x * 3] = acc[x] * mul + add;
+          }
+          break;
+        }
+        case DType::kFloat16: {
+          uint16_t* o = static_cast<uint16_t*>(out) + base_index;
+          for (uint32_t x = 0; x < ow; ++x) o[x * step] = FloatToHalf(acc[x] * mul + add);
+          break;
+        }
+        case DType::kBFloat16: {
+          uint16_t* o = static_cast<uint16_t*>(out) + base_index;
+          for (uint32_t x = 0; x < ow; ++x) o[x * step] = FloatToBFloat16(acc[x] * mul + add);
+          break;
+        }
+        default: break;  // rejected when the op is made
       }
     }
   }

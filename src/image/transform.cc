@@ -244,6 +244,30 @@ std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t, size_t output_fiel
   return std::make_shared<image::ImageOp>(std::move(t), output_field);
 }
 
+Result<RgbImage> ResizedCrop(const RgbImage& img, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+                             uint32_t out_width, uint32_t out_height, Interpolation interpolation) {
+  if (w == 0 || h == 0 || out_width == 0 || out_height == 0 || x + w > img.width ||
+      y + h > img.height || img.pixels.size() != size_t{img.width} * img.height * 3) {
+    return InvalidArgumentError("ResizedCrop: box " + std::to_string(x) + "," + std::to_string(y) +
+                                "," + std::to_string(w) + "," + std::to_string(h) +
+                                " is empty or outside the " + std::to_string(img.width) + "x" +
+                                std::to_string(img.height) + " image");
+  }
+  image::AxisPlan ph, pv;
+  image::PlanAxis(interpolation, w, 0.0, double(w) / out_width, out_width, &ph);
+  image::PlanAxis(interpolation, h, 0.0, double(h) / out_height, out_height, &pv);
+  image::RgbSource src;
+  src.pixels = img.pixels.data() + (size_t{y} * img.width + x) * 3;
+  src.stride = size_t{img.width} * 3;
+  image::OutputFormat format;
+  format.dtype = DType::kUInt8;
+  format.layout = Layout::kHWC;
+  RgbImage out{out_width, out_height, std::vector<uint8_t>(size_t{out_width} * out_height * 3)};
+  std::vector<float> scratch;
+  image::Resample(src, ph, pv, false, format, &scratch, out.pixels.data());
+  return out;
+}
+
 Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
                       const CropBox& box, void* out) {
   FEEDLINE_RETURN_IF_ERROR(image::CheckTransform(t));

@@ -10,6 +10,8 @@ namespace feedline::cli {
 
 int RunDemo(const std::vector<std::string>& args);
 int RunImage(const std::vector<std::string>& args);
+int RunGenDataset(const std::vector<std::string>& args);
+int RunBenchPipeline(const std::vector<std::string>& args);
 
 }  // namespace feedline::cli
 

@@ -13,7 +13,9 @@ void Usage() {
                "usage: feedline <command> [options]\n"
                "commands:\n"
                "  demo [--samples N] [--threads N]   run the engine demonstration\n"
-               "  image info|transform|crops ...     inspect the image path on one file\n");
+               "  image info|transform|crops ...     inspect the image path on one file\n"
+               "  gen-dataset OUT --images N ...     make the built-in ImageNet-like dataset\n"
+               "  bench-pipeline DIR [options]       measure one loader configuration (JSON)\n");
 }
 
 }  // namespace
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "demo") return feedline::cli::RunDemo(args);
   if (command == "image") return feedline::cli::RunImage(args);
+  if (command == "gen-dataset") return feedline::cli::RunGenDataset(args);
+  if (command == "bench-pipeline") return feedline::cli::RunBenchPipeline(args);
   std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
   Usage();
   return 2;

@@ -1,0 +1,154 @@
+"""Image pipelines, feedline vs the peer (torch DataLoader + torchvision on
+PIL), side by side in one run, on the same generated dataset and cores.
+
+Each configuration runs as its own process, `--repeats` times; we report
+the median and spread of images/s, CPU-seconds per 1000 images (over the
+timed window, all threads and worker processes), peak memory of the whole
+process tree (PSS: a page shared by forked workers counts once), and time
+to the first batch. Results go to bench/results/image_pipeline.{md,json}.
+
+    /usr/bin/python3 bench/e2e/image_bench.py [--images 2000] [--repeats 3] [--quick]
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
+PYTHON = "/usr/bin/python3"
+
+
+def tree_pids(root):
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return pids
+
+
+def pss_bytes(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            pass
+    return total
+
+
+def run(cmd):
+    """Runs cmd, sampling the PSS of its process tree; returns (json, peak bytes)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
+            time.sleep(0.02)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    out, err = proc.communicate(timeout=900)
+    done.set()
+    t.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
+    return json.loads(out.strip().splitlines()[-1]), peak[0]
+
+
+def ensure_dataset(images):
+    path = ROOT / "bench" / "data" / f"imagenet-like-{images}"
+    if not (path / "class_0000").exists():
+        subprocess.run([FEEDLINE, "gen-dataset", str(path), "--images", str(images), "--classes", "10"],
+                       check=True, cwd=ROOT)
+    return path
+
+
+def summarize(name, runs):
+    rates = [r["images_per_s"] for r, _ in runs]
+    cpu = [1000 * r["cpu_s"] / r["images"] for r, _ in runs]
+    return {"name": name, "images_per_s": statistics.median(rates), "min": min(rates), "max": max(rates),
+            "cpu_s_per_1000": statistics.median(cpu), "peak_mib": max(p for _, p in runs) / 2**20,
+            "first_batch_s": statistics.median(r.get("first_batch_s", 0) for r, _ in runs),
+            "runs": [r for r, _ in runs]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--images", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batches", type=int, default=12)
+    ap.add_argument("--quick", action="store_true", help="CI smoke: tiny dataset, one repeat")
+    a = ap.parse_args()
+    if a.quick:
+        a.images, a.repeats, a.batches = 300, 1, 2
+    cores = os.cpu_count()
+    batch = 256 if not a.quick else 32
+    data = ensure_dataset(a.images)
+    common = ["--batch", str(batch), "--batches", str(a.batches), "--warmup", "1"]
+    configs = {
+        "train/feedline": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "train", "--threads", str(cores)] + common,
+        "train/torch": [PYTHON, str(ROOT / "bench/e2e/torch_peer.py"), "--data", str(data), "--recipe", "train",
+                        "--workers", str(cores)] + common,
+        "eval/feedline": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "eval", "--threads", str(cores)] + common,
+        "eval/torch": [PYTHON, str(ROOT / "bench/e2e/torch_peer.py"), "--data", str(data), "--recipe", "eval",
+                       "--workers", str(cores)] + common,
+        "1core/feedline-train": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "train", "--threads", "1",
+                                 "--batch", str(batch), "--batches", str(max(2, a.batches // 2)), "--warmup", "1"],
+        "1core/full-decode": [FEEDLINE, "bench-pipeline", str(data), "--mode", "decode",
+                              "--images", str(min(a.images, 1500))],
+    }
+    results = {}
+    for rep in range(a.repeats):
+        for name, cmd in configs.items():  # interleaved, so drift hits all alike
+            results.setdefault(name, []).append(run(cmd))
+    table = {name: summarize(name, runs) for name, runs in results.items()}
+    ratios = {
+        "train: feedline / torch images/s": table["train/feedline"]["images_per_s"] / table["train/torch"]["images_per_s"],
+        "eval: feedline / torch images/s": table["eval/feedline"]["images_per_s"] / table["eval/torch"]["images_per_s"],
+        "train: torch / feedline CPU per image": table["train/torch"]["cpu_s_per_1000"] / table["train/feedline"]["cpu_s_per_1000"],
+        "train: torch / feedline peak memory": table["train/torch"]["peak_mib"] / table["train/feedline"]["peak_mib"],
+        "1 core: feedline train / full decode images/s": table["1core/feedline-train"]["images_per_s"] / table["1core/full-decode"]["images_per_s"],
+    }
+    meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
+            "dataset": f"{a.images} generated ImageNet-like images ({data.name})", "batch": batch,
+            "repeats": a.repeats, "python": sys.version.split()[0]}
+    lines = [f"# Image pipelines: feedline vs torch DataLoader + torchvision",
+             "", f"{meta['date']}, {meta['machine']}, {meta['dataset']}, batch {batch}, "
+             f"median of {a.repeats} (spread min-max).", "",
+             "| configuration | images/s | spread | CPU-s / 1000 images | peak memory (PSS) | first batch |",
+             "|---|---|---|---|---|---|"]
+    for name, r in table.items():
+        lines.append(f"| {name} | {r['images_per_s']:.0f} | {r['min']:.0f}-{r['max']:.0f} | "
+                     f"{r['cpu_s_per_1000']:.2f} | {r['peak_mib']:.0f} MiB | {r['first_batch_s']:.2f} s |")
+    lines += ["", "| ratio | value |", "|---|---|"] + [f"| {k} | {v:.2f}x |" for k, v in ratios.items()]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if a.quick else ""
+    (out / f"image_pipeline{suffix}.md").write_text(text)
+    (out / f"image_pipeline{suffix}.json").write_text(json.dumps({"meta": meta, "results": table, "ratios": ratios}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+#include "feedline/image_folder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace feedline {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsImageFile(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+}
+
+std::string Errno(int err) { return std::strerror(err); }
+
+// Reads a whole file with pread into `out`; the fd is closed on every path.
+Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return (err == ENOENT ? NotFoundError : UnavailableError)("cannot open '" + path + "': " + Errno(err));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return UnavailableError("cannot stat '" + path + "': " + Errno(err));
+  }
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::pread(fd, out->data() + done, out->size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::close(fd);
+      return DataLossError("short read of '" + path + "' at offset " + std::to_string(done) +
+                           (err ? ": " + Errno(err) : ": file shrank while reading"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::OK();
+}
+
+class ReadFileOp final : public SampleOp {
+ public:
+  explicit ReadFileOp(std::shared_ptr<const ImageFolder> folder) : folder_(std::move(folder)) {}
+  std::string_view name() const override { return "read"; }
+  Status Apply(Sample& s, OpState* /*state*/) const override {
+    const std::string& rel = folder_->files[s.id()];
+    const std::string path = folder_->root + "/" + rel;
+    s.location().file = path;
+    s.location().key = rel;
+    s.label = folder_->labels[s.id()];
+    FEEDLINE_RETURN_IF_ERROR(ReadWholeFile(path, &s.scratch()));
+    s.set_data(s.scratch());
+    return Status::OK();
+  }
+
+ private:
+  std::shared_ptr<const ImageFolder> folder_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return NotFoundError("image folder '" + root + "' is not a directory");
+  auto folder = std::make_shared<ImageFolder>();
+  folder->root = root;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    if (e.is_directory()) folder->classes.push_back(e.path().filename().string());
+  }
+  if (ec) return UnavailableError("cannot list '" + root + "': " + ec.message());
+  std::sort(folder->classes.begin(), folder->classes.end());
+  if (folder->classes.empty()) {
+    return InvalidArgumentError("image folder '" + root + "' has no class sub-folders");
+  }
+  for (size_t label = 0; label < folder->classes.size(); ++label) {
+    std::vector<std::string> files;
+    const fs::path dir = fs::path(root) / folder->classes[label];
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
+      if (it->is_regular_file() && IsImageFile(it->path())) {
+        files.push_back(fs::relative(it->path(), root).string());
+      }
+    }
+    if (ec) return UnavailableError("cannot list '" + dir.string() + "': " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (std::string& f : files) {
+      folder->files.push_back(std::move(f));
+      folder->labels.push_back(static_cast<int64_t>(label));
+    }
+  }
+  if (folder->files.empty()) {
+    return InvalidArgumentError("image folder '" + root + "' has no .jpg/.jpeg/.png files");
+  }
+  return std::shared_ptr<const ImageFolder>(std::move(folder));
+}
+
+std::shared_ptr<const SampleOp> MakeReadFileOp(std::shared_ptr<const ImageFolder> folder) {
+  return std::make_shared<ReadFileOp>(std::move(folder));
+}
+
+std::shared_ptr<const SampleOp> MakeLabelOp(size_t field) {
+  return MakeOp("label", [field](Sample& s) {
+    *s.output_as<int64_t>(field) = s.label;
+    return Status::OK();
+  });
+}
+
+Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder,
+                             const ImageTransform& transform) {
+  Pipeline p;
+  p.num_samples = folder->files.size();
+  p.fields = {ImageField(transform), {"label", DType::kInt64, {}}};
+  p.ops = {MakeReadFileOp(std::move(folder)), MakeImageOp(transform, 0), MakeLabelOp(1)};
+  return p;
+}
+
+}  // namespace feedline
