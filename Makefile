@@ -27,8 +27,14 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
-	./$(BUILD)/tools/feedline demo
+# The built-in dataset: ImageNet-like images derived from tests/data/photos.
+DEMO_IMAGES ?= 1024
+DEMO_DATA := $(BUILD)/data/imagenet-like-$(DEMO_IMAGES)
+$(DEMO_DATA)/class_0000: | build
+	./$(BUILD)/tools/feedline gen-dataset $(DEMO_DATA) --images $(DEMO_IMAGES) --classes 10
+
+demo: build $(DEMO_DATA)/class_0000
+	./$(BUILD)/tools/feedline demo --data $(DEMO_DATA)
 
 PYTHON := /usr/bin/python3
 
