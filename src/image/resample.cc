@@ -4,6 +4,11 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define FEEDLINE_RESAMPLE_SSE2 1
+#endif
+
 namespace feedline::image {
 namespace {
 
@@ -59,18 +64,93 @@ inline V4 Taps<0>(const V4* p, const float* w, int32_t count) {
 }
 
 template <int kTaps>
-void HorizontalRow(const V4* rowf, const AxisPlan& h, int32_t col_begin, bool flip, float* r_plane,
-                   float* g_plane, float* b_plane) {
+void HorizontalRow(const V4* rowf, const AxisPlan& h, int32_t col_begin, bool flip, uint8_t* r_plane,
+                   uint8_t* g_plane, uint8_t* b_plane) {
   const uint32_t ow = h.out_size;
   for (uint32_t x = 0; x < ow; ++x) {
     const V4 a = Round8(Taps<kTaps>(rowf + (h.start[x] - col_begin), &h.weights[size_t{x} * h.taps],
                                      h.count[x]));
     const uint32_t ox = flip ? ow - 1 - x : x;
-    r_plane[ox] = a[0];
-    g_plane[ox] = a[1];
-    b_plane[ox] = a[2];
+    r_plane[ox] = static_cast<uint8_t>(a[0]);
+    g_plane[ox] = static_cast<uint8_t>(a[1]);
+    b_plane[ox] = static_cast<uint8_t>(a[2]);
   }
 }
+
+// The reference horizontal pass for one source row (float, 4 lanes).
+void HorizontalFloat(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t col_begin, bool flip,
+                     V4* rowf, uint8_t* r, uint8_t* g, uint8_t* b) {
+  const V4 rgb_mask = {1, 1, 1, 0};
+  // 4-byte loads for all but the last pixel (whose 4th byte may be past the row).
+  for (size_t k = 0; k + 1 < cols; ++k) {
+    V4u8 px;
+    std::memcpy(&px, row + 3 * k, 4);
+    rowf[k] = __builtin_convertvector(px, V4) * rgb_mask;
+  }
+  const uint8_t* last = row + 3 * (cols - 1);
+  rowf[cols - 1] = V4{float(last[0]), float(last[1]), float(last[2]), 0.f};
+  switch (h.taps) {
+    case 3: HorizontalRow<3>(rowf, h, col_begin, flip, r, g, b); break;
+    case 5: HorizontalRow<5>(rowf, h, col_begin, flip, r, g, b); break;
+    case 7: HorizontalRow<7>(rowf, h, col_begin, flip, r, g, b); break;
+    default: HorizontalRow<0>(rowf, h, col_begin, flip, r, g, b); break;
+  }
+}
+
+#if FEEDLINE_RESAMPLE_SSE2
+// Fixed-point horizontal pass: each source pixel pair (k, k+1) is held as
+// int16 lanes (R_k, R_k+1, G_k, G_k+1, B_k, B_k+1, -, -), so one
+// _mm_madd_epi16 applies two taps to all three channels. Rounds half up and
+// saturates to [0, 255] as Pillow does.
+template <int kPairs>
+void HorizontalSse2Pixels(const __m128i* pairs, const AxisPlan& h, int32_t col_begin, bool flip,
+                          uint8_t* r, uint8_t* g, uint8_t* b) {
+  const uint32_t ow = h.out_size, pc = h.pair_count;
+  for (uint32_t x = 0; x < ow; ++x) {
+    const __m128i* p = pairs + (h.start[x] - col_begin);
+    const int32_t* w = &h.pairs[size_t{x} * pc];
+    __m128i acc = _mm_set1_epi32(1 << 13);
+    const int n = kPairs > 0 ? kPairs : static_cast<int>(pc);
+    for (int j = 0; j < n; ++j) acc = _mm_add_epi32(acc, _mm_madd_epi16(p[2 * j], _mm_set1_epi32(w[j])));
+    acc = _mm_srai_epi32(acc, 14);
+    acc = _mm_packs_epi32(acc, acc);
+    acc = _mm_packus_epi16(acc, acc);
+    const auto v = static_cast<uint32_t>(_mm_cvtsi128_si32(acc));
+    const uint32_t ox = flip ? ow - 1 - x : x;
+    r[ox] = static_cast<uint8_t>(v);
+    g[ox] = static_cast<uint8_t>(v >> 8);
+    b[ox] = static_cast<uint8_t>(v >> 16);
+  }
+}
+
+void HorizontalSse2(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t col_begin, bool flip,
+                    __m128i* pairs, uint8_t* r, uint8_t* g, uint8_t* b) {
+  const __m128i zero = _mm_setzero_si128();
+  auto load = [&](size_t k) -> __m128i {
+    int32_t v = 0;
+    if (k + 1 < cols) {
+      std::memcpy(&v, row + 3 * k, 4);  // RGB + the next pixel's R, ignored
+    } else if (k < cols) {
+      v = row[3 * k] | row[3 * k + 1] << 8 | row[3 * k + 2] << 16;  // last pixel: no over-read
+    }
+    return _mm_cvtsi32_si128(v);
+  };
+  // Pairs up to the furthest tap any output reads (zero pixels past the row).
+  const size_t n = cols + 2 * size_t{h.pair_count};
+  __m128i cur = load(0);
+  for (size_t k = 0; k < n; ++k) {
+    const __m128i next = load(k + 1);
+    pairs[k] = _mm_unpacklo_epi8(_mm_unpacklo_epi8(cur, next), zero);
+    cur = next;
+  }
+  switch (h.pair_count) {
+    case 2: HorizontalSse2Pixels<2>(pairs, h, col_begin, flip, r, g, b); break;
+    case 3: HorizontalSse2Pixels<3>(pairs, h, col_begin, flip, r, g, b); break;
+    case 4: HorizontalSse2Pixels<4>(pairs, h, col_begin, flip, r, g, b); break;
+    default: HorizontalSse2Pixels<0>(pairs, h, col_begin, flip, r, g, b); break;
+  }
+}
+#endif
 
 }  // namespace
 
@@ -117,6 +197,20 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
     for (int32_t x = 0; x < xmax; ++x) plan->weights[size_t{i} * taps + x] = static_cast<float>(w[x]);
     plan->min_index = std::min(plan->min_index, xmin);
     plan->max_index = std::max(plan->max_index, xmin + xmax);
+  }
+  // 14 fractional bits: bicubic's largest weight (1.0) and its negative lobes
+  // fit int16, and 255 * sum(|w|) * 2^14 fits the int32 accumulator.
+  plan->pair_count = (taps + 1) / 2;
+  plan->pairs.assign(size_t{out_size} * plan->pair_count, 0);
+  auto q = [](float weight) {
+    return static_cast<uint16_t>(static_cast<int16_t>(std::lround(weight * 16384.0f)));
+  };
+  for (uint32_t i = 0; i < out_size; ++i) {
+    const float* wi = &plan->weights[size_t{i} * taps];
+    for (uint32_t j = 0; j < plan->pair_count; ++j) {
+      const uint16_t lo = q(wi[2 * j]), hi = 2 * j + 1 < taps ? q(wi[2 * j + 1]) : 0;
+      plan->pairs[size_t{i} * plan->pair_count + j] = static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
+    }
   }
 }
 
@@ -167,67 +261,76 @@ uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
-// Built twice, for AVX2+FMA and for the baseline, and picked at load time by
-// the CPU (GCC function multi-versioning): one binary, no -march needed.
+// Both passes. The horizontal one writes 8-bit planes (rows x ow per
+// channel), as Pillow keeps an 8-bit intermediate image; the vertical pass
+// and the output conversion then run over contiguous rows and vectorise.
+// Built for AVX2+FMA and for the baseline, picked at load time by the CPU
+// (GCC function multi-versioning): one binary, no -march needed.
 __attribute__((target_clones("avx2,fma", "default")))
-void Resample(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
-              const OutputFormat& format, std::vector<float>* scratch, void* out) {
+void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
+                  const OutputFormat& format, bool fixed_point, std::vector<float>* scratch, void* out) {
   const uint32_t ow = h.out_size, oh = v.out_size;
   const int32_t row_begin = v.min_index, row_end = v.max_index;
   const size_t rows = static_cast<size_t>(row_end - row_begin);
   const int32_t col_begin = h.min_index;
   const size_t cols = static_cast<size_t>(h.max_index - col_begin);
-  // Scratch (floats): the horizontal result as three planes of rows x ow,
-  // one row of vertical sums per channel, one source row as V4 pixels
-  // (padded so fixed-length tap loops may read past the last pixel).
+  // Scratch layout (in floats; 16-byte aligned pieces): 3 uint8 planes of
+  // rows x ow, 3 rows of ow float sums, and one source row as 16-byte
+  // vectors (cols + 2 * taps of them, padded for fixed-length tap loops).
   const size_t plane = rows * ow;
-  const size_t row_pixels = cols + h.taps;
-  const size_t need = 3 * plane + 3 * size_t{ow} + 4 * row_pixels + 4;
+  const size_t plane_floats = (3 * plane + 3) / 4 + 4;
+  const size_t vec_count = cols + 2 * size_t{h.taps} + 2;
+  const size_t need = plane_floats + 3 * size_t{ow} + 4 * vec_count + 8;
   if (scratch->size() < need) scratch->resize(need);
-  float* tmp = scratch->data();
-  float* sums = tmp + 3 * plane;
-  float* base = sums + 3 * size_t{ow};
-  auto* rowf = reinterpret_cast<V4*>(base + ((4 - (reinterpret_cast<uintptr_t>(base) / 4) % 4) % 4));
-  for (size_t k = cols; k < row_pixels; ++k) rowf[k] = V4{0, 0, 0, 0};
+  auto* planes = reinterpret_cast<uint8_t*>(scratch->data());
+  float* sums = scratch->data() + plane_floats;
+  float* vec_base = sums + 3 * size_t{ow};
+  vec_base += (4 - (reinterpret_cast<uintptr_t>(vec_base) / 4) % 4) % 4;
+  auto* rowf = reinterpret_cast<V4*>(vec_base);
+  for (size_t k = cols; k < vec_count; ++k) rowf[k] = V4{0, 0, 0, 0};
 
   // Horizontal pass over the rows the vertical pass reads; flip here.
-  const V4 rgb_mask = {1, 1, 1, 0};
   for (size_t r = 0; r < rows; ++r) {
     const uint8_t* row = src.pixels +
                          static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
                          static_cast<size_t>(col_begin - src.col0) * 3;
-    // 4-byte loads for all but the last pixel (whose 4th byte may be past the row).
-    for (size_t k = 0; k + 1 < cols; ++k) {
-      V4u8 px;
-      std::memcpy(&px, row + 3 * k, 4);
-      rowf[k] = __builtin_convertvector(px, V4) * rgb_mask;
+    uint8_t* pr = planes + r * ow;
+#if FEEDLINE_RESAMPLE_SSE2
+    if (fixed_point) {
+      HorizontalSse2(row, cols, h, col_begin, flip, reinterpret_cast<__m128i*>(rowf), pr, pr + plane,
+                     pr + 2 * plane);
+      continue;
     }
-    const uint8_t* last = row + 3 * (cols - 1);
-    rowf[cols - 1] = V4{float(last[0]), float(last[1]), float(last[2]), 0.f};
-    float* pr = tmp + r * ow;
-    switch (h.taps) {
-      case 3: HorizontalRow<3>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
-      case 5: HorizontalRow<5>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
-      case 7: HorizontalRow<7>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
-      default: HorizontalRow<0>(rowf, h, col_begin, flip, pr, pr + plane, pr + 2 * plane); break;
-    }
+#else
+    (void)fixed_point;
+#endif
+    HorizontalFloat(row, cols, h, col_begin, flip, rowf, pr, pr + plane, pr + 2 * plane);
   }
 
   // Vertical pass per channel over contiguous rows, then one conversion and
-  // write per output value; all of it vectorises.
+  // write per output value.
   const size_t out_plane = size_t{ow} * oh;
   for (uint32_t y = 0; y < oh; ++y) {
     const float* w = &v.weights[size_t{y} * v.taps];
     for (int c = 0; c < 3; ++c) {
       float* acc = sums + c * size_t{ow};
-      const float* first = tmp + c * plane + static_cast<size_t>(v.start[y] - row_begin) * ow;
-      for (uint32_t x = 0; x < ow; ++x) acc[x] = first[x] * w[0];
+      const uint8_t* first = planes + c * plane + static_cast<size_t>(v.start[y] - row_begin) * ow;
+      const float w0 = w[0];
+      for (uint32_t x = 0; x < ow; ++x) acc[x] = static_cast<float>(first[x]) * w0;
       for (int32_t k = 1; k < v.count[y]; ++k) {
-        const float* row = first + static_cast<size_t>(k) * ow;
+        const uint8_t* row = first + static_cast<size_t>(k) * ow;
         const float wk = w[k];
-        for (uint32_t x = 0; x < ow; ++x) acc[x] += row[x] * wk;
+        for (uint32_t x = 0; x < ow; ++x) acc[x] += static_cast<float>(row[x]) * wk;
       }
-      for (uint32_t x = 0; x < ow; ++x) acc[x] = Round8(acc[x]);
+      // Explicit 4-lane rounding: GCC leaves the scalar form unvectorised.
+      uint32_t x = 0;
+      for (; x + 4 <= ow; x += 4) {
+        V4 a;
+        std::memcpy(&a, acc + x, sizeof(a));
+        a = Round8(a);
+        std::memcpy(acc + x, &a, sizeof(a));
+      }
+      for (; x < ow; ++x) acc[x] = Round8(acc[x]);
     }
     const bool chw = format.layout == Layout::kCHW;
     for (int c = 0; c < 3; ++c) {
@@ -265,6 +368,16 @@ void Resample(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool f
       }
     }
   }
+}
+
+void Resample(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
+              const OutputFormat& format, std::vector<float>* scratch, void* out) {
+  ResampleImpl(src, h, v, flip, format, /*fixed_point=*/true, scratch, out);
+}
+
+void ResampleReference(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
+                       const OutputFormat& format, std::vector<float>* scratch, void* out) {
+  ResampleImpl(src, h, v, flip, format, /*fixed_point=*/false, scratch, out);
 }
 
 }  // namespace feedline::image

@@ -30,6 +30,11 @@ struct AxisPlan {
   std::vector<int32_t> start;      // first source index per output
   std::vector<int32_t> count;      // source pixels used per output
   std::vector<float> weights;      // out_size * taps, zero-padded
+  // The same weights in 14-bit fixed point, two int16 per int32 (taps 2j
+  // and 2j+1, low half first): pair_count per output, for multiply-add
+  // instructions that take two taps at once.
+  uint32_t pair_count = 0;
+  std::vector<int32_t> pairs;
   int32_t min_index = 0;           // smallest source index used
   int32_t max_index = 0;           // one past the largest
 };
@@ -59,8 +64,15 @@ struct RgbSource {
   int32_t row0 = 0;
 };
 
+// The production kernel: a fixed-point SIMD horizontal pass where the CPU
+// has SSE2, else the reference. Each pass may round one 8-bit level
+// differently from the reference (14-bit coefficients), rarely; tests bound
+// the difference.
 void Resample(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
               bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
+// The scalar-float reference kernel, for tests.
+void ResampleReference(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
+                       bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
 
 // IEEE binary16 and bfloat16, round to nearest even.
 uint16_t FloatToHalf(float f);
