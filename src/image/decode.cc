@@ -80,7 +80,8 @@ Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits&
       FEEDLINE_RETURN_IF_ERROR(jpeg.Decode(8, 0, 0, info.width, info.height, &region));
       break;
     case ImageFormat::kPng:
-      FEEDLINE_RETURN_IF_ERROR(png.Decode(bytes, limits, &region));
+      FEEDLINE_RETURN_IF_ERROR(png.ReadHeader(bytes, limits, &info));
+      FEEDLINE_RETURN_IF_ERROR(png.Decode(bytes, limits, 0, info.height, &region));
       break;
     default: return image::UnsupportedFormat(bytes);
   }

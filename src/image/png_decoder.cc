@@ -2,6 +2,8 @@
 
 #include <spng.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -78,32 +80,74 @@ Status PngDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits
   return Status::OK();
 }
 
-Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
-                          RgbRegion* out) {
+namespace {
+
+// True if an IEND chunk (type and its fixed CRC) is among the last bytes.
+bool HasIend(std::span<const uint8_t> b) {
+  static constexpr uint8_t kIend[8] = {'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+  const size_t window = std::min<size_t>(b.size(), 64 * 1024);
+  const auto tail = b.subspan(b.size() - window);
+  return std::search(tail.begin(), tail.end(), std::begin(kIend), std::end(kIend)) != tail.end();
+}
+
+}  // namespace
+
+Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
+                          uint32_t y1, RgbRegion* out) {
   spng_ihdr ihdr{};
   FEEDLINE_ASSIGN_OR_RETURN(CtxPtr ctx, Open(bytes, limits, &ihdr));
-  // RGBA8 is the one output format libspng converts every PNG type to.
-  size_t size = 0;
-  int err = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGBA8, &size);
-  if (err) return SpngError("PNG", err);
-  if (rgba_.size() < size) rgba_.resize(size);
-  err = spng_decode_image(ctx.get(), rgba_.data(), size, SPNG_FMT_RGBA8, 0);
-  if (err) return SpngError("corrupt PNG", err);
-  // Drop alpha in place.
-  const size_t pixels = size_t{ihdr.width} * ihdr.height;
-  uint8_t* p = rgba_.data();
-  for (size_t i = 0; i < pixels; ++i) {
-    p[3 * i] = p[4 * i];
-    p[3 * i + 1] = p[4 * i + 1];
-    p[3 * i + 2] = p[4 * i + 2];
-  }
+  y1 = std::min(y1, ihdr.height);
+  if (y0 >= y1) return InternalError("empty PNG decode region");
+  const size_t w = ihdr.width;
   out->full_width = ihdr.width;
   out->full_height = ihdr.height;
   out->x = 0;
-  out->y = 0;
   out->width = ihdr.width;
-  out->height = ihdr.height;
-  out->pixels = rgba_.data();
+  if (ihdr.interlace_method != 0) {
+    // Interlaced rows arrive in seven passes: decode all, keep [y0, y1).
+    // RGBA8 is the one output format libspng converts every PNG type to.
+    size_t size = 0;
+    int err = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGBA8, &size);
+    if (err) return SpngError("PNG", err);
+    if (rgba_.size() < size) rgba_.resize(size);
+    err = spng_decode_image(ctx.get(), rgba_.data(), size, SPNG_FMT_RGBA8, 0);
+    if (err) return SpngError("corrupt PNG", err);
+    uint8_t* p = rgba_.data();
+    const size_t begin = y0 * w, end = y1 * w;
+    for (size_t i = begin; i < end; ++i) {  // drop alpha, packing rows y0.. to the front
+      p[3 * (i - begin)] = p[4 * i];
+      p[3 * (i - begin) + 1] = p[4 * i + 1];
+      p[3 * (i - begin) + 2] = p[4 * i + 2];
+    }
+    out->y = y0;
+    out->height = y1 - y0;
+    out->pixels = rgba_.data();
+    return Status::OK();
+  }
+  if (y1 < ihdr.height && !HasIend(bytes)) {
+    return DataLossError("corrupt PNG: no IEND chunk at the end (truncated file?)");
+  }
+  int err = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGBA8, SPNG_DECODE_PROGRESSIVE);
+  if (err) return SpngError("corrupt PNG", err);
+  if (rgba_.size() < w * 4) rgba_.resize(w * 4);
+  if (rgb_.size() < size_t{y1 - y0} * w * 3) rgb_.resize(size_t{y1 - y0} * w * 3);
+  for (uint32_t y = 0; y < y1; ++y) {
+    err = spng_decode_row(ctx.get(), rgba_.data(), w * 4);
+    if (err != 0 && !(err == SPNG_EOI && y + 1 == ihdr.height)) {
+      return SpngError(("corrupt PNG at row " + std::to_string(y)).c_str(), err);
+    }
+    if (y < y0) continue;  // rows above the crop: inflated (zlib is sequential), not kept
+    uint8_t* dst = rgb_.data() + size_t{y - y0} * w * 3;
+    const uint8_t* src = rgba_.data();
+    for (size_t x = 0; x < w; ++x) {
+      dst[3 * x] = src[4 * x];
+      dst[3 * x + 1] = src[4 * x + 1];
+      dst[3 * x + 2] = src[4 * x + 2];
+    }
+  }
+  out->y = y0;
+  out->height = y1 - y0;
+  out->pixels = rgb_.data();
   return Status::OK();
 }
 

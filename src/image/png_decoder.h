@@ -21,12 +21,16 @@ class PngDecoder {
  public:
   // Parses the header and checks the limits.
   Status ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits, ImageInfo* info);
-  // Decodes the whole image to RGB. `out->pixels` points into this decoder's
-  // scratch until the next call.
-  Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, RgbRegion* out);
+  // Decodes rows [y0, y1) to RGB (all columns), stopping after row y1 - 1
+  // for non-interlaced files. A partial decode requires the IEND chunk at the
+  // end of the file, so that a cut-off tail is still an error.
+  // `out->pixels` points into this decoder's scratch until the next call.
+  Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
+                uint32_t y1, RgbRegion* out);
 
  private:
   std::vector<uint8_t> rgba_;
+  std::vector<uint8_t> rgb_;
 };
 
 }  // namespace feedline::image

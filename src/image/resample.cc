@@ -9,6 +9,23 @@
 #define FEEDLINE_RESAMPLE_SSE2 1
 #endif
 
+// Function multi-versioning resolves through an ifunc that runs before a
+// sanitizer runtime is initialised (it crashes at start-up under TSan), so
+// sanitizer builds get the baseline version only.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define FEEDLINE_NO_TARGET_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define FEEDLINE_NO_TARGET_CLONES 1
+#endif
+#if defined(__x86_64__) && !defined(FEEDLINE_NO_TARGET_CLONES)
+#define FEEDLINE_TARGET_CLONES __attribute__((target_clones("avx2,fma", "default")))
+#else
+#define FEEDLINE_TARGET_CLONES
+#endif
+
 namespace feedline::image {
 namespace {
 
@@ -266,7 +283,7 @@ uint16_t FloatToBFloat16(float f) {
 // and the output conversion then run over contiguous rows and vectorise.
 // Built for AVX2+FMA and for the baseline, picked at load time by the CPU
 // (GCC function multi-versioning): one binary, no -march needed.
-__attribute__((target_clones("avx2,fma", "default")))
+FEEDLINE_TARGET_CLONES
 void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
                   const OutputFormat& format, bool fixed_point, std::vector<float>* scratch, void* out) {
   const uint32_t ow = h.out_size, oh = v.out_size;

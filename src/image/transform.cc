@@ -200,7 +200,8 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
                                            rx0 + s.horizontal.max_index,
                                            ry0 + s.vertical.max_index, &region));
   } else {
-    FEEDLINE_RETURN_IF_ERROR(s.png.Decode(bytes, t.limits, &region));
+    FEEDLINE_RETURN_IF_ERROR(s.png.Decode(bytes, t.limits, ry0 + s.vertical.min_index,
+                                          ry0 + s.vertical.max_index, &region));
   }
   RgbSource src;
   src.pixels = region.pixels;

@@ -14,6 +14,7 @@
 #include "feedline/image.h"
 #include "feedline/loader.h"
 #include "gtest/gtest.h"
+#include "src/image/png_decoder.h"
 #include "tests/image/test_images.h"
 
 namespace feedline {
@@ -192,6 +193,25 @@ TEST(DecodeTest, BadPngCrcAndOversizedChunksAreErrors) {
   Result<RgbImage> big = DecodeImage(png, tiny);  // its IDAT chunks are 8 KiB
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument) << big.status();
+}
+
+TEST(DecodeTest, PngRowRangeDecodeMatchesFullDecodeAndStillNeedsTheWholeFile) {
+  const std::vector<uint8_t> png = ReadTestFile("photos/coffee.png");
+  const RgbImage full = MustDecode(png);
+  image::PngDecoder d;
+  image::RgbRegion r;
+  ASSERT_TRUE(d.Decode(png, {}, 100, 150, &r).ok());
+  ASSERT_EQ(r.y, 100u);
+  ASSERT_EQ(r.height, 50u);
+  EXPECT_EQ(std::memcmp(r.pixels, full.pixels.data() + size_t{100} * full.width * 3,
+                        size_t{50} * full.width * 3),
+            0);
+  // Cut after row 150's data: the rows are there, the end is not.
+  std::vector<uint8_t> cut(png.begin(), png.end() - 100);
+  Status st = d.Decode(cut, {}, 100, 150, &r);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("IEND"), std::string::npos) << st;
+  EXPECT_FALSE(DecodeImage(cut).ok());
 }
 
 // RELIABILITY.md 13: formats outside the allow-list and non-images.
