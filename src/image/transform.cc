@@ -156,10 +156,13 @@ Status CheckTransform(const ImageTransform& t) {
   return Status::OK();
 }
 
-// The smallest scale_num in 1..8 whose decode still gives the box at least
-// the output's resolution (libjpeg's scaled IDCT: M/8).
+// The smallest libjpeg scale M/8 whose decode still gives the box at least
+// the output's resolution, among the scales libjpeg-turbo has SIMD IDCTs
+// for: 1/8, 2/8, 4/8 and 8/8. Its 3/8, 5/8, 6/8 and 7/8 IDCTs are plain C;
+// on ImageNet-like data decoding at 8/8 instead of those was 0.045 ms per
+// image faster, and the larger resample 0.018 ms slower (docs/image.md).
 int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
-  for (int m = 1; m < 8; ++m) {
+  for (int m : {1, 2, 4}) {
     if (box.width * m / 8.0 >= t.width && box.height * m / 8.0 >= t.height) return m;
   }
   return 8;
