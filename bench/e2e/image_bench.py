@@ -63,7 +63,7 @@ def run(cmd):
     def sample():
         while not done.is_set():
             peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
-            time.sleep(0.02)
+            time.sleep(0.1)  # sparse: reading smaps costs CPU the runs compete for
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()

@@ -125,10 +125,13 @@ void HorizontalSse2Pixels(const __m128i* pairs, const AxisPlan& h, int32_t col_b
   const uint32_t ow = h.out_size, pc = h.pair_count;
   for (uint32_t x = 0; x < ow; ++x) {
     const __m128i* p = pairs + (h.start[x] - col_begin);
-    const int32_t* w = &h.pairs[size_t{x} * pc];
+    const int32_t* w = &h.pairs[size_t{x} * pc * 4];
     __m128i acc = _mm_set1_epi32(1 << 13);
     const int n = kPairs > 0 ? kPairs : static_cast<int>(pc);
-    for (int j = 0; j < n; ++j) acc = _mm_add_epi32(acc, _mm_madd_epi16(p[2 * j], _mm_set1_epi32(w[j])));
+    for (int j = 0; j < n; ++j) {
+      const __m128i wj = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 4 * j));
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(p[2 * j], wj));
+    }
     acc = _mm_srai_epi32(acc, 14);
     acc = _mm_packs_epi32(acc, acc);
     acc = _mm_packus_epi16(acc, acc);
@@ -218,7 +221,7 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
   // 14 fractional bits: bicubic's largest weight (1.0) and its negative lobes
   // fit int16, and 255 * sum(|w|) * 2^14 fits the int32 accumulator.
   plan->pair_count = (taps + 1) / 2;
-  plan->pairs.assign(size_t{out_size} * plan->pair_count, 0);
+  plan->pairs.assign(size_t{out_size} * plan->pair_count * 4, 0);
   auto q = [](float weight) {
     return static_cast<uint16_t>(static_cast<int16_t>(std::lround(weight * 16384.0f)));
   };
@@ -226,7 +229,8 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
     const float* wi = &plan->weights[size_t{i} * taps];
     for (uint32_t j = 0; j < plan->pair_count; ++j) {
       const uint16_t lo = q(wi[2 * j]), hi = 2 * j + 1 < taps ? q(wi[2 * j + 1]) : 0;
-      plan->pairs[size_t{i} * plan->pair_count + j] = static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
+      const auto packed = static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
+      for (int lane = 0; lane < 4; ++lane) plan->pairs[(size_t{i} * plan->pair_count + j) * 4 + lane] = packed;
     }
   }
 }

@@ -23,6 +23,11 @@ bool IsImageFile(const fs::path& p) {
 
 std::string Errno(int err) { return std::strerror(err); }
 
+// A sample file larger than this is refused before any allocation: no image
+// within DecodeLimits' defaults comes close, and a stray multi-GB file must
+// not take the process's memory.
+constexpr int64_t kMaxFileBytes = int64_t{256} << 20;
+
 // Reads a whole file with pread into `out`; the fd is closed on every path.
 Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -35,6 +40,12 @@ Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
     const int err = errno;
     ::close(fd);
     return UnavailableError("cannot stat '" + path + "': " + Errno(err));
+  }
+  if (st.st_size > kMaxFileBytes) {
+    ::close(fd);
+    return ResourceExhaustedError("'" + path + "' is " + std::to_string(st.st_size) +
+                                  " bytes, over the " + std::to_string(kMaxFileBytes) +
+                                  "-byte per-sample limit");
   }
   out->resize(static_cast<size_t>(st.st_size));
   size_t done = 0;
