@@ -11,6 +11,8 @@ WERROR ?= $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 
 BUILD := build
+# Debian's interpreter, which sees python3-torch; the python3 first on PATH may not.
+PYTHON := /usr/bin/python3
 BUILD_ASAN := build-asan
 BUILD_TSAN := build-tsan
 
@@ -22,7 +24,8 @@ deps:
 	@bash scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) \
+	  -DPython_EXECUTABLE=$(PYTHON) $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -36,11 +39,10 @@ $(DEMO_DATA)/class_0000: | build
 demo: build $(DEMO_DATA)/class_0000
 	./$(BUILD)/tools/feedline demo --data $(DEMO_DATA)
 
-PYTHON := /usr/bin/python3
-
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/python
 	@echo "benchmark smoke (quick mode, so the benchmark code cannot rot):"
 	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py --quick >/dev/null
@@ -57,14 +59,14 @@ bench: build
 # -Wthread-safety checks our lock annotations in the same build.
 asan: deps
 	CXX=clang++ cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DFEEDLINE_SANITIZE=address \
-	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_WERROR=$(WERROR)
+	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 tsan: deps
 	CXX=clang++ cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=thread \
-	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_WERROR=$(WERROR)
+	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS)
@@ -75,7 +77,7 @@ BUILD_FUZZ := build-fuzz
 FUZZERS := sampler_state_fuzzer image_decode_fuzzer
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address \
-	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_WERROR=$(WERROR)
+	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZERS)
 	@for f in $(FUZZERS); do \
 	  echo "fuzzing $$f for $(FUZZ_SECONDS) s"; \

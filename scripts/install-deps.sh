@@ -16,6 +16,8 @@ PACKAGES=(
   libjpeg62-turbo-dev  # JPEG decode (crop + DCT scaling) and encode (dataset generator)
   libspng-dev          # PNG decode/encode with size and chunk limits
   # Python side: the reference (PIL/torchvision) tests and the peer benchmark.
+  python3-dev          # the pybind11 extension
+  pybind11-dev
   python3-numpy
   python3-pil
   python3-pytest

@@ -34,6 +34,7 @@
 #ifndef FEEDLINE_LOADER_H_
 #define FEEDLINE_LOADER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -107,6 +108,14 @@ class FEEDLINE_EXPORT Loader {
   // sticky) when the consumer holds every buffer the budget allows, so no
   // further batch can be produced until it releases one.
   Status Next(Batch* batch, bool* end_of_epoch);
+
+  // As Next, but waits at most `timeout` for the batch. On expiry it returns
+  // OK with neither a batch nor the end of the epoch and sets *timed_out;
+  // nothing is consumed, so the next call picks up where this one stopped.
+  // For callers that must stay responsive while waiting (the Python binding
+  // checks for Ctrl-C between waits).
+  Status NextFor(Batch* batch, bool* end_of_epoch, std::chrono::nanoseconds timeout,
+                 bool* timed_out);
 
   // Restarts at the first batch of `epoch`, discarding batches in flight.
   void SetEpoch(uint64_t epoch);

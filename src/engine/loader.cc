@@ -48,7 +48,8 @@ class LoaderCore final : public detail::BufferHome,
              uint32_t max_buffers);
 
   void WorkerLoop(size_t worker);
-  Status Next(Batch* batch, bool* end_of_epoch);
+  // deadline_ns = 0: wait as long as it takes; else give up at that NowNs().
+  Status Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, bool* timed_out);
   void Reset(uint64_t epoch, uint64_t batch);
   std::string SaveState() const;
   void Cancel();
@@ -284,9 +285,10 @@ void LoaderCore::Stop(Status status) {
   ready_cv_.SignalAll();
 }
 
-Status LoaderCore::Next(Batch* batch, bool* end_of_epoch) {
+Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, bool* timed_out) {
   *batch = Batch();
   *end_of_epoch = false;
+  if (timed_out != nullptr) *timed_out = false;
   MutexLock l(&mu_);
   ++next_calls_;
   // A stream error (which may itself have cancelled the workers) wins over
@@ -314,11 +316,25 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch) {
       consumer_wait_ns_ += NowNs() - t0;
       return ConsumerHoldsAllBuffersError();
     }
-    if (options_.stall_timeout_ms == 0) {
+    int64_t wait_ns = -1;  // forever
+    if (options_.stall_timeout_ms != 0) {
+      wait_ns = std::min<int64_t>(kStallPollNs, static_cast<int64_t>(options_.stall_timeout_ms) * 1'000'000);
+    }
+    if (deadline_ns != 0) {
+      const int64_t left = deadline_ns - NowNs();
+      if (left <= 0) {
+        consumer_wait_ns_ += NowNs() - t0;
+        *timed_out = true;
+        return Status::OK();
+      }
+      wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
+    }
+    if (wait_ns < 0) {
       ready_cv_.Wait(&l);
     } else {
-      ready_cv_.WaitFor(&l, std::chrono::nanoseconds(
-                                std::min<int64_t>(kStallPollNs, options_.stall_timeout_ms * 1'000'000)));
+      ready_cv_.WaitFor(&l, std::chrono::nanoseconds(wait_ns));
+    }
+    if (options_.stall_timeout_ms != 0) {
       Status stall = CheckStalls();
       if (!stall.ok()) {
         Stop(std::move(stall));
@@ -570,7 +586,14 @@ Loader::~Loader() {
 }
 
 Status Loader::Next(Batch* batch, bool* end_of_epoch) {
-  return impl_->core->Next(batch, end_of_epoch);
+  return impl_->core->Next(batch, end_of_epoch, 0, nullptr);
+}
+
+Status Loader::NextFor(Batch* batch, bool* end_of_epoch, std::chrono::nanoseconds timeout,
+                       bool* timed_out) {
+  // At least 1 ns, so that 0 never means "forever" here.
+  const int64_t deadline = NowNs() + std::max<int64_t>(1, timeout.count());
+  return impl_->core->Next(batch, end_of_epoch, deadline, timed_out);
 }
 
 void Loader::SetEpoch(uint64_t epoch) { impl_->core->Reset(epoch, 0); }

@@ -184,6 +184,28 @@ TEST(LoaderLifecycleTest, CancellationAtRandomPointsNeverHangsOrLeaks) {
   EXPECT_EQ(CountThreads(), baseline);
 }
 
+TEST(LoaderLifecycleTest, NextForTimesOutWithoutConsumingAnything) {
+  std::atomic<bool> block{true};
+  LoaderOptions o = Options(2, 4, 2);
+  o.shuffle = false;
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 40, .block = &block}), o);
+  Batch b;
+  bool end = false, timed_out = false;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(loader->NextFor(&b, &end, std::chrono::milliseconds(50), &timed_out).ok());
+  EXPECT_TRUE(timed_out);
+  EXPECT_TRUE(b.empty());
+  EXPECT_FALSE(end);
+  EXPECT_GE(Seconds(Clock::now() - t0), 0.045);
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
+  block = false;
+  do {
+    ASSERT_TRUE(loader->NextFor(&b, &end, std::chrono::milliseconds(50), &timed_out).ok());
+  } while (timed_out);
+  EXPECT_EQ(b.index(), 0u);  // the timed-out calls consumed nothing
+  EXPECT_EQ(b.sample_ids()[0], 0u);
+}
+
 // RELIABILITY.md 17: a stalled op becomes an error naming the op and sample.
 TEST(LoaderLifecycleTest, StalledOpIsReportedAfterTheTimeout) {
   std::atomic<bool> block{true};

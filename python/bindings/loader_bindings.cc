@@ -1,0 +1,255 @@
+// Binds Loader, LoaderOptions, ImageTransform and the recipes. Type
+// conversion only: batches become numpy arrays that view the batch buffer
+// (zero copy) and keep it alive through their base object; every call that
+// blocks or computes releases the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "feedline/image.h"
+#include "feedline/image_folder.h"
+#include "feedline/loader.h"
+#include "python/bindings/errors.h"
+
+namespace py = pybind11;
+
+namespace feedline::python {
+namespace {
+
+py::dtype NumpyDType(DType d) {
+  switch (d) {
+    case DType::kUInt8: return py::dtype("uint8");
+    case DType::kInt8: return py::dtype("int8");
+    case DType::kInt32: return py::dtype("int32");
+    case DType::kInt64: return py::dtype("int64");
+    case DType::kFloat16: return py::dtype("float16");
+    case DType::kBFloat16: return py::dtype("int16");  // numpy has no bfloat16: Python views it
+    case DType::kFloat32: return py::dtype("float32");
+    case DType::kFloat64: return py::dtype("float64");
+  }
+  return py::dtype("uint8");
+}
+
+// A numpy array over field i of the batch; its base owns a keepalive.
+py::array FieldArray(const Batch& b, size_t i) {
+  const FieldSpec& f = b.field(i);
+  std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(b.size())};
+  for (int64_t d : f.shape) shape.push_back(d);
+  auto* keep = new std::shared_ptr<void>(b.keepalive());
+  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+  return py::array(NumpyDType(f.dtype), shape, b.data(i), base);
+}
+
+py::dict BatchDict(const Batch& b) {
+  py::dict d;
+  py::list fields, names, dtypes;
+  for (size_t i = 0; i < b.num_fields(); ++i) {
+    fields.append(FieldArray(b, i));
+    names.append(b.field(i).name);
+    dtypes.append(std::string(DTypeName(b.field(i).dtype)));
+  }
+  d["fields"] = fields;
+  d["names"] = names;
+  d["dtypes"] = dtypes;
+  d["sample_ids"] = py::array_t<uint64_t>(static_cast<py::ssize_t>(b.size()), b.sample_ids().data());
+  d["epoch"] = b.epoch();
+  d["index"] = b.index();
+  d["num_padding"] = b.num_padding();
+  py::list skipped;
+  for (const SampleError& e : b.skipped()) skipped.append(e.ToString());
+  d["skipped"] = skipped;
+  return d;
+}
+
+py::dict MetricsDict(const MetricsSnapshot& m) {
+  py::dict d;
+  d["uptime_s"] = m.uptime_ns / 1e9;
+  d["num_threads"] = m.num_threads;
+  py::list ops;
+  for (const OpMetrics& op : m.ops) {
+    ops.append(py::dict(py::arg("name") = op.name, py::arg("items") = op.items,
+                        py::arg("errors") = op.errors, py::arg("busy_s") = op.busy_ns / 1e9));
+  }
+  d["ops"] = ops;
+  py::list workers;
+  for (const WorkerMetrics& w : m.workers) {
+    workers.append(py::dict(py::arg("samples") = w.samples, py::arg("busy_s") = w.busy_ns / 1e9,
+                            py::arg("wait_input_s") = w.wait_input_ns / 1e9,
+                            py::arg("blocked_output_s") = w.blocked_output_ns / 1e9));
+  }
+  d["workers"] = workers;
+  const RingMetrics& r = m.ring;
+  d["ring"] = py::dict(py::arg("batches_delivered") = r.batches_delivered,
+                       py::arg("depth_ready") = r.depth_ready, py::arg("depth_filling") = r.depth_filling,
+                       py::arg("buffers_allocated") = r.buffers_allocated,
+                       py::arg("buffers_max") = r.buffers_max,
+                       py::arg("buffers_held_by_consumer") = r.buffers_held_by_consumer,
+                       py::arg("batch_bytes") = r.batch_bytes, py::arg("bytes_held") = r.bytes_held,
+                       py::arg("peak_bytes_held") = r.peak_bytes_held, py::arg("max_bytes") = r.max_bytes);
+  d["consumer"] = py::dict(py::arg("batches") = m.consumer.batches,
+                           py::arg("next_calls") = m.consumer.next_calls,
+                           py::arg("wait_s") = m.consumer.wait_ns / 1e9);
+  py::list log;
+  for (const SampleError& e : m.errors.log) log.append(e.ToString());
+  d["errors"] = py::dict(py::arg("total") = m.errors.total, py::arg("skipped") = m.errors.skipped,
+                         py::arg("by_reason") = m.errors.by_reason, py::arg("log") = log,
+                         py::arg("log_dropped") = m.errors.log_dropped);
+  return d;
+}
+
+// Owns one C++ loader over an image folder.
+class PyLoader {
+ public:
+  PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options) {
+    std::shared_ptr<const ImageFolder> folder;
+    {
+      py::gil_scoped_release release;
+      Result<std::shared_ptr<const ImageFolder>> f = ImageFolder::Open(root);
+      if (f.ok()) folder = *f;
+      status_ = f.status();
+    }
+    ThrowIfError(status_);
+    classes_ = folder->classes;
+    Result<std::unique_ptr<Loader>> loader = Loader::Create(ImageFolderPipeline(folder, transform), options);
+    loader_ = ValueOrThrow(std::move(loader));
+  }
+
+  // The next batch as a dict, or None at the end of the epoch. Waits in
+  // slices of `poll_s` without the GIL, checking for signals in between, so
+  // Ctrl-C interrupts a long wait.
+  py::object Next(double poll_s) {
+    Loader& l = Get();
+    const auto poll = std::chrono::nanoseconds(static_cast<int64_t>(poll_s * 1e9));
+    while (true) {
+      Batch b;
+      bool end = false, timed_out = false;
+      Status st;
+      {
+        py::gil_scoped_release release;
+        st = l.NextFor(&b, &end, poll, &timed_out);
+      }
+      ThrowIfError(st);
+      if (timed_out) {
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        continue;
+      }
+      if (end) return py::none();
+      return BatchDict(b);
+    }
+  }
+
+  py::bytes State() { return py::bytes(Get().SaveState()); }
+  void Restore(const std::string& blob) {
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = Get().RestoreState(blob);
+    }
+    ThrowIfError(st);
+  }
+  void SetEpoch(uint64_t epoch) {
+    py::gil_scoped_release release;
+    Get().SetEpoch(epoch);
+  }
+  py::dict Metrics() { return MetricsDict(Get().Metrics()); }
+  uint64_t NumBatches() { return Get().num_batches(); }
+  uint64_t Epoch() { return Get().epoch(); }
+  uint32_t NumThreads() { return Get().num_threads(); }
+  const std::vector<std::string>& Classes() const { return classes_; }
+  void Cancel() { Get().Cancel(); }
+  // Joins the worker threads (without the GIL: ops may take a while to
+  // notice). Batches already handed out stay valid.
+  void Close() {
+    std::unique_ptr<Loader> doomed = std::move(loader_);
+    py::gil_scoped_release release;
+    doomed.reset();
+  }
+  bool closed() const { return loader_ == nullptr; }
+
+ private:
+  Loader& Get() {
+    if (!loader_) ThrowIfError(FailedPreconditionError("the loader is closed"));
+    return *loader_;
+  }
+
+  Status status_;
+  std::vector<std::string> classes_;
+  std::unique_ptr<Loader> loader_;
+};
+
+}  // namespace
+
+void RegisterLoader(py::module_& m) {
+  py::enum_<DType>(m, "DType")
+      .value("uint8", DType::kUInt8)
+      .value("float32", DType::kFloat32)
+      .value("float16", DType::kFloat16)
+      .value("bfloat16", DType::kBFloat16);
+  py::enum_<Layout>(m, "Layout").value("CHW", Layout::kCHW).value("HWC", Layout::kHWC);
+  py::enum_<Interpolation>(m, "Interpolation")
+      .value("BILINEAR", Interpolation::kBilinear)
+      .value("BICUBIC", Interpolation::kBicubic);
+  py::enum_<CropMode>(m, "CropMode")
+      .value("RANDOM_RESIZED", CropMode::kRandomResized)
+      .value("RESIZE_CENTER", CropMode::kResizeCenter)
+      .value("RESIZE_FULL", CropMode::kResizeFull);
+  py::enum_<ErrorPolicy>(m, "ErrorPolicy").value("RAISE", ErrorPolicy::kRaise).value("SKIP", ErrorPolicy::kSkip);
+
+  py::class_<ImageTransform>(m, "ImageTransform")
+      .def(py::init<>())
+      .def_readwrite("crop", &ImageTransform::crop)
+      .def_readwrite("height", &ImageTransform::height)
+      .def_readwrite("width", &ImageTransform::width)
+      .def_readwrite("scale", &ImageTransform::scale)
+      .def_readwrite("ratio", &ImageTransform::ratio)
+      .def_readwrite("resize_size", &ImageTransform::resize_size)
+      .def_readwrite("hflip_prob", &ImageTransform::hflip_prob)
+      .def_readwrite("interpolation", &ImageTransform::interpolation)
+      .def_readwrite("normalize", &ImageTransform::normalize)
+      .def_readwrite("mean", &ImageTransform::mean)
+      .def_readwrite("std", &ImageTransform::std)
+      .def_readwrite("dtype", &ImageTransform::dtype)
+      .def_readwrite("layout", &ImageTransform::layout)
+      .def_readwrite("dct_scaling", &ImageTransform::dct_scaling);
+  m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
+  m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
+
+  py::class_<LoaderOptions>(m, "LoaderOptions")
+      .def(py::init<>())
+      .def_readwrite("batch_size", &LoaderOptions::batch_size)
+      .def_readwrite("shuffle", &LoaderOptions::shuffle)
+      .def_readwrite("seed", &LoaderOptions::seed)
+      .def_readwrite("rank", &LoaderOptions::rank)
+      .def_readwrite("world_size", &LoaderOptions::world_size)
+      .def_readwrite("drop_last", &LoaderOptions::drop_last)
+      .def_readwrite("start_epoch", &LoaderOptions::start_epoch)
+      .def_readwrite("num_threads", &LoaderOptions::num_threads)
+      .def_readwrite("ring_depth", &LoaderOptions::ring_depth)
+      .def_readwrite("max_bytes", &LoaderOptions::max_bytes)
+      .def_readwrite("error_policy", &LoaderOptions::error_policy)
+      .def_readwrite("max_errors", &LoaderOptions::max_errors)
+      .def_readwrite("stall_timeout_ms", &LoaderOptions::stall_timeout_ms)
+      .def_readwrite("elastic", &LoaderOptions::elastic);
+
+  py::class_<PyLoader>(m, "ImageFolderLoader")
+      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&>(), py::arg("root"),
+           py::arg("transform"), py::arg("options"))
+      .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
+      .def("state", &PyLoader::State)
+      .def("restore", &PyLoader::Restore)
+      .def("set_epoch", &PyLoader::SetEpoch)
+      .def("metrics", &PyLoader::Metrics)
+      .def("cancel", &PyLoader::Cancel)
+      .def("close", &PyLoader::Close)
+      .def_property_readonly("closed", &PyLoader::closed)
+      .def_property_readonly("num_batches", &PyLoader::NumBatches)
+      .def_property_readonly("epoch", &PyLoader::Epoch)
+      .def_property_readonly("num_threads", &PyLoader::NumThreads)
+      .def_property_readonly("classes", &PyLoader::Classes);
+}
+
+}  // namespace feedline::python

@@ -1,0 +1,183 @@
+"""feedline.Loader: the PyTorch-facing loader."""
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+from . import _C
+from . import transforms as _transforms
+
+_STATE_VERSION = 1
+
+
+def _distributed_rank_world():
+    """Rank and world size: from an initialised process group, else from the
+    RANK / WORLD_SIZE environment variables (torchrun's), else 0 and 1."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return 0, 1
+
+
+def _tensor(array, dtype_name):
+    t = torch.from_numpy(array)  # shares the batch buffer: no copy
+    if dtype_name == "bfloat16":
+        t = t.view(torch.bfloat16)  # carried as int16 through numpy
+    return t
+
+
+@dataclass
+class Batch:
+    """One batch with everything feedline knows about it. `fields` maps field
+    names ("image", "label") to tensors that view the loader's buffer."""
+    fields: Dict[str, torch.Tensor]
+    sample_ids: np.ndarray
+    epoch: int
+    index: int
+    num_padding: int = 0
+    skipped: List[str] = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.sample_ids)
+
+
+class Loader:
+    """Loads an image folder (torchvision ImageFolder layout) in C++ threads.
+
+    Args:
+        source: root of an ImageFolder tree (class sub-folders give labels).
+        batch_size: samples per batch on this rank.
+        transform: from feedline.transforms; default imagenet_train(224).
+        shuffle: a new random order every epoch (from seed and epoch).
+        seed: seeds the order and every augmentation; same seed, same bytes.
+        drop_last: drop the tail that does not fill a (global) batch; without
+            it the last batch is short and ranks are padded to equal length.
+        num_threads: worker threads; "auto" = the cores this process may use.
+        prefetch_batches: batch buffers in the ring (in production, ready or
+            held by you); the memory bound is prefetch_batches x batch bytes.
+        max_bytes: cap on batch memory; an error names the bytes one batch needs.
+        max_errors: bad samples (corrupt files) skipped and counted before
+            failing; 0 fails on the first, naming file and reason.
+        timeout: seconds one operation on one sample may take before the
+            loader fails naming it; 0 = no limit.
+        rank, world_size: default from torch.distributed or RANK/WORLD_SIZE.
+        elastic: accept states saved at another world size with the same
+            global batch size (batch_size x world_size).
+
+    Iterating yields (images, labels) tensors for one epoch; the next
+    iteration runs the next epoch. Tensors view the loader's batch buffers,
+    which are recycled only once released, so keeping them is safe (it costs
+    backpressure, within prefetch_batches).
+    """
+
+    def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
+                 num_threads="auto", prefetch_batches=4, max_bytes=1 << 32, max_errors=0, timeout=0.0,
+                 rank=None, world_size=None, elastic=False):
+        if rank is None or world_size is None:
+            r, w = _distributed_rank_world()
+            rank = r if rank is None else rank
+            world_size = w if world_size is None else world_size
+        o = _C.LoaderOptions()
+        o.batch_size = batch_size
+        o.shuffle = shuffle
+        o.seed = seed
+        o.drop_last = drop_last
+        o.num_threads = 0 if num_threads == "auto" else int(num_threads)
+        o.ring_depth = prefetch_batches
+        o.max_bytes = max_bytes
+        o.error_policy = _C.ErrorPolicy.SKIP if max_errors > 0 else _C.ErrorPolicy.RAISE
+        o.max_errors = max_errors
+        o.stall_timeout_ms = int(timeout * 1000)
+        o.rank, o.world_size = rank, world_size
+        o.elastic = elastic
+        self.source = os.fspath(source)
+        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
+        self.transform = transform if transform is not None else _transforms.imagenet_train()
+        self._loader = _C.ImageFolderLoader(self.source, self.transform, o)
+        self._resume_pending = False
+        self._mid_epoch = False
+
+    # -- torch DataLoader vocabulary -------------------------------------
+    def __len__(self):
+        return self._loader.num_batches
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield batch.fields["image"], batch.fields["label"]
+
+    def set_epoch(self, epoch):
+        """Starts epoch `epoch` at its first batch (as DistributedSampler.set_epoch)."""
+        self._loader.set_epoch(int(epoch))
+        self._mid_epoch = False
+        self._resume_pending = False
+
+    @property
+    def epoch(self):
+        return self._loader.epoch
+
+    @property
+    def classes(self):
+        return list(self._loader.classes)
+
+    @property
+    def num_threads(self):
+        return self._loader.num_threads
+
+    def batches(self):
+        """Iterates one epoch of Batch objects (fields by name, sample ids,
+        epoch, index, padding, skipped samples)."""
+        if self._mid_epoch and not self._resume_pending:
+            # A new iterator after an abandoned one restarts the epoch, as
+            # torch's DataLoader does; after load_state_dict it resumes.
+            self._loader.set_epoch(self._loader.epoch)
+        self._resume_pending = False
+        while True:
+            d = self._loader.next()
+            if d is None:
+                self._mid_epoch = False
+                return
+            self._mid_epoch = True
+            fields = {name: _tensor(a, dt) for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
+            yield Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
+
+    # -- resume ------------------------------------------------------------
+    def state_dict(self):
+        """The position before the next batch: small, versioned, no data."""
+        return {"version": _STATE_VERSION, "sampler": self._loader.state()}
+
+    def load_state_dict(self, state):
+        """Continues from `state` (the next iteration resumes mid-epoch).
+        Raises ValueError when seed, dataset size or options differ."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(f"not a feedline loader state (version {state.get('version') if isinstance(state, dict) else None}, "
+                             f"this build reads {_STATE_VERSION})")
+        self._loader.restore(state["sampler"])
+        self._resume_pending = True
+        self._mid_epoch = True
+
+    # -- diagnostics and lifetime ------------------------------------------
+    def stats(self):
+        """A snapshot of the engine's metrics (per-op time, worker busy/idle,
+        ring depth and bytes, consumer wait, errors by reason)."""
+        return self._loader.metrics()
+
+    def close(self):
+        """Stops and joins the worker threads. Tensors already handed out
+        stay valid."""
+        if not self._loader.closed:
+            self._loader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        loader = getattr(self, "_loader", None)
+        if loader is not None and not loader.closed:
+            loader.close()
