@@ -57,8 +57,9 @@ class Loader:
         drop_last: drop the tail that does not fill a (global) batch; without
             it the last batch is short and ranks are padded to equal length.
         num_threads: worker threads; "auto" = the cores this process may use.
-        prefetch_batches: batch buffers in the ring (in production, ready or
-            held by you); the memory bound is prefetch_batches x batch bytes.
+        prefetch_batches: batches prepared ahead of the one your loop holds.
+            The ring has prefetch_batches + 1 buffers, and that many batches
+            is the memory bound (batches you keep count against it).
         max_bytes: cap on batch memory; an error names the bytes one batch needs.
         max_errors: bad samples (corrupt files) skipped and counted before
             failing; 0 fails on the first, naming file and reason.
@@ -75,7 +76,7 @@ class Loader:
     """
 
     def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
-                 num_threads="auto", prefetch_batches=4, max_bytes=1 << 32, max_errors=0, timeout=0.0,
+                 num_threads="auto", prefetch_batches=2, max_bytes=1 << 32, max_errors=0, timeout=0.0,
                  rank=None, world_size=None, elastic=False):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
@@ -87,7 +88,11 @@ class Loader:
         o.seed = seed
         o.drop_last = drop_last
         o.num_threads = 0 if num_threads == "auto" else int(num_threads)
-        o.ring_depth = prefetch_batches
+        if prefetch_batches < 1:
+            raise ValueError(f"prefetch_batches must be >= 1, got {prefetch_batches}")
+        # A for loop still holds the previous batch while asking for the next
+        # one: one buffer more than the batches prepared ahead.
+        o.ring_depth = prefetch_batches + 1
         o.max_bytes = max_bytes
         o.error_policy = _C.ErrorPolicy.SKIP if max_errors > 0 else _C.ErrorPolicy.RAISE
         o.max_errors = max_errors

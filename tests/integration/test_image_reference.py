@@ -9,6 +9,7 @@ with -s and recorded in docs/image.md).
 import io
 import math
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -17,7 +18,15 @@ import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
 
-from conftest import PHOTOS, run
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PHOTOS = ROOT / "tests" / "data" / "photos"
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed: {proc.stderr}")
+    return proc.stdout
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
