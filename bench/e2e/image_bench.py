@@ -56,14 +56,18 @@ def pss_bytes(pids):
 
 def run(cmd):
     """Runs cmd, sampling the PSS of its process tree; returns (json, peak bytes)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "build" / "python"))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = [0]
     done = threading.Event()
 
     def sample():
+        start = time.monotonic()
         while not done.is_set():
             peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
-            time.sleep(0.1)  # sparse: reading smaps costs CPU the runs compete for
+            # Dense at first (short runs), then sparse: reading smaps costs CPU
+            # the measured runs compete for.
+            time.sleep(0.02 if time.monotonic() - start < 1.0 else 0.1)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
@@ -104,9 +108,13 @@ def main():
     cores = os.cpu_count()
     batch = 256 if not a.quick else 32
     data = ensure_dataset(a.images)
-    common = ["--batch", str(batch), "--batches", str(a.batches), "--warmup", "1"]
+    # Warm-up covers the ring's lazy allocation (first touch of 150 MB batch
+    # buffers) and the peer's worker start-up.
+    common = ["--batch", str(batch), "--batches", str(a.batches), "--warmup", "1" if a.quick else "3"]
     configs = {
         "train/feedline": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "train", "--threads", str(cores)] + common,
+        "train/feedline-python": [PYTHON, str(ROOT / "bench/e2e/feedline_python.py"), "--data", str(data),
+                                  "--recipe", "train", "--threads", str(cores)] + common,
         "train/torch": [PYTHON, str(ROOT / "bench/e2e/torch_peer.py"), "--data", str(data), "--recipe", "train",
                         "--workers", str(cores)] + common,
         "eval/feedline": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "eval", "--threads", str(cores)] + common,
@@ -127,6 +135,7 @@ def main():
         "eval: feedline / torch images/s": table["eval/feedline"]["images_per_s"] / table["eval/torch"]["images_per_s"],
         "train: torch / feedline CPU per image": table["train/torch"]["cpu_s_per_1000"] / table["train/feedline"]["cpu_s_per_1000"],
         "train: torch / feedline peak memory": table["train/torch"]["peak_mib"] / table["train/feedline"]["peak_mib"],
+        "train: feedline Python / C++ images/s": table["train/feedline-python"]["images_per_s"] / table["train/feedline"]["images_per_s"],
         "1 core: feedline train / full decode images/s": table["1core/feedline-train"]["images_per_s"] / table["1core/full-decode"]["images_per_s"],
     }
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
@@ -141,6 +150,8 @@ def main():
         lines.append(f"| {name} | {r['images_per_s']:.0f} | {r['min']:.0f}-{r['max']:.0f} | "
                      f"{r['cpu_s_per_1000']:.2f} | {r['peak_mib']:.0f} MiB | {r['first_batch_s']:.2f} s |")
     lines += ["", "| ratio | value |", "|---|---|"] + [f"| {k} | {v:.2f}x |" for k, v in ratios.items()]
+    overhead = statistics.median(r["ready_batch_overhead_us"] for r in table["train/feedline-python"]["runs"])
+    lines += ["", f"Python hand-over of a ready batch (numpy views -> torch tensors): {overhead:.0f} us median."]
     text = "\n".join(lines) + "\n"
     print(text)
     out = ROOT / "bench" / "results"

@@ -112,7 +112,10 @@ class Loader:
 
     def __iter__(self):
         for batch in self.batches():
-            yield batch.fields["image"], batch.fields["label"]
+            pair = batch.fields["image"], batch.fields["label"]
+            del batch  # a suspended generator frame must not pin a buffer
+            yield pair
+            del pair
 
     def set_epoch(self, epoch):
         """Starts epoch `epoch` at its first batch (as DistributedSampler.set_epoch)."""
@@ -147,7 +150,13 @@ class Loader:
                 return
             self._mid_epoch = True
             fields = {name: _tensor(a, dt) for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
-            yield Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
+            batch = Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
+            # Only the caller may hold this batch while the next one is
+            # fetched: locals of a suspended generator would pin its buffer
+            # and starve the ring.
+            del d, fields
+            yield batch
+            del batch
 
     # -- resume ------------------------------------------------------------
     def state_dict(self):
