@@ -1,0 +1,86 @@
+# Type stubs for the feedline._C extension (python/bindings/).
+from typing import Any, Dict, List, Optional
+
+class Error(RuntimeError): ...
+class ResourceError(Error): ...
+class CancelledError(Error): ...
+
+class DType:
+    uint8: DType
+    float32: DType
+    float16: DType
+    bfloat16: DType
+
+class Layout:
+    CHW: Layout
+    HWC: Layout
+
+class Interpolation:
+    BILINEAR: Interpolation
+    BICUBIC: Interpolation
+
+class CropMode:
+    RANDOM_RESIZED: CropMode
+    RESIZE_CENTER: CropMode
+    RESIZE_FULL: CropMode
+
+class ErrorPolicy:
+    RAISE: ErrorPolicy
+    SKIP: ErrorPolicy
+
+class ImageTransform:
+    crop: CropMode
+    height: int
+    width: int
+    scale: List[float]
+    ratio: List[float]
+    resize_size: int
+    hflip_prob: float
+    interpolation: Interpolation
+    normalize: bool
+    mean: List[float]
+    std: List[float]
+    dtype: DType
+    layout: Layout
+    dct_scaling: bool
+    def __init__(self) -> None: ...
+
+def imagenet_train(size: int = ...) -> ImageTransform: ...
+def imagenet_eval(resize: int = ..., size: int = ...) -> ImageTransform: ...
+
+class LoaderOptions:
+    batch_size: int
+    shuffle: bool
+    seed: int
+    rank: int
+    world_size: int
+    drop_last: bool
+    start_epoch: int
+    num_threads: int
+    ring_depth: int
+    max_bytes: int
+    error_policy: ErrorPolicy
+    max_errors: int
+    stall_timeout_ms: int
+    elastic: bool
+    def __init__(self) -> None: ...
+
+class ImageFolderLoader:
+    def __init__(self, root: str, transform: ImageTransform, options: LoaderOptions) -> None: ...
+    def next(self, poll_s: float = ...) -> Optional[Dict[str, Any]]: ...
+    def state(self) -> bytes: ...
+    def restore(self, state: bytes) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def metrics(self) -> Dict[str, Any]: ...
+    def cancel(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def num_batches(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def num_threads(self) -> int: ...
+    @property
+    def classes(self) -> List[str]: ...
