@@ -59,14 +59,14 @@ bench: build
 # -Wthread-safety checks our lock annotations in the same build.
 asan: deps
 	CXX=clang++ cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DFEEDLINE_SANITIZE=address \
-	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_WERROR=$(WERROR)
+	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 tsan: deps
 	CXX=clang++ cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=thread \
-	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_WERROR=$(WERROR)
+	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS)
@@ -77,7 +77,7 @@ BUILD_FUZZ := build-fuzz
 FUZZERS := sampler_state_fuzzer image_decode_fuzzer
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address \
-	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_WERROR=$(WERROR)
+	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZERS)
 	@for f in $(FUZZERS); do \
 	  echo "fuzzing $$f for $(FUZZ_SECONDS) s"; \

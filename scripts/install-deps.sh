@@ -23,6 +23,7 @@ PACKAGES=(
   python3-pytest
   python3-torch
   python3-torchvision
+  libtorch-dev         # the libtorch C++ training example
 )
 
 missing=()

@@ -135,6 +135,8 @@ def main():
         "eval: feedline / torch images/s": table["eval/feedline"]["images_per_s"] / table["eval/torch"]["images_per_s"],
         "train: torch / feedline CPU per image": table["train/torch"]["cpu_s_per_1000"] / table["train/feedline"]["cpu_s_per_1000"],
         "train: torch / feedline peak memory": table["train/torch"]["peak_mib"] / table["train/feedline"]["peak_mib"],
+        "train: torch / feedline-python peak memory (both processes import torch)":
+            table["train/torch"]["peak_mib"] / table["train/feedline-python"]["peak_mib"],
         "train: feedline Python / C++ images/s": table["train/feedline-python"]["images_per_s"] / table["train/feedline"]["images_per_s"],
         "1 core: feedline train / full decode images/s": table["1core/feedline-train"]["images_per_s"] / table["1core/full-decode"]["images_per_s"],
     }
