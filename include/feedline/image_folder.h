@@ -39,6 +39,18 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeReadFileOp(
 // Writes the sample's label into int64 field `field`.
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
 
+// Raw records for non-image data (or for decoding elsewhere): writes the
+// sample's bytes into uint8 field `bytes_field` (capacity max_bytes, zero
+// padded) and their length into int64 field `length_field`. A record longer
+// than max_bytes is a sample error naming its size and the limit.
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeRawBytesOp(size_t bytes_field, size_t length_field,
+                                                               uint64_t max_bytes);
+
+// Read -> raw bytes -> label, fields {"bytes" uint8 [max_bytes], "length"
+// int64, "label" int64}.
+FEEDLINE_EXPORT Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> folder,
+                                           uint64_t max_bytes);
+
 // The standard image pipeline over a folder: read -> decode_transform ->
 // label, with fields {"image", "label"}.
 FEEDLINE_EXPORT Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder,

@@ -104,7 +104,9 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
 // Owns one C++ loader over an image folder.
 class PyLoader {
  public:
-  PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options) {
+  // raw_max_bytes > 0: raw records (RawFolderPipeline) instead of images.
+  PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
+           uint64_t raw_max_bytes) {
     std::shared_ptr<const ImageFolder> folder;
     {
       py::gil_scoped_release release;
@@ -114,7 +116,9 @@ class PyLoader {
     }
     ThrowIfError(status_);
     classes_ = folder->classes;
-    Result<std::unique_ptr<Loader>> loader = Loader::Create(ImageFolderPipeline(folder, transform), options);
+    Pipeline pipeline = raw_max_bytes > 0 ? RawFolderPipeline(folder, raw_max_bytes)
+                                          : ImageFolderPipeline(folder, transform);
+    Result<std::unique_ptr<Loader>> loader = Loader::Create(std::move(pipeline), options);
     loader_ = ValueOrThrow(std::move(loader));
   }
 
@@ -236,8 +240,8 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
   py::class_<PyLoader>(m, "ImageFolderLoader")
-      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&>(), py::arg("root"),
-           py::arg("transform"), py::arg("options"))
+      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t>(),
+           py::arg("root"), py::arg("transform"), py::arg("options"), py::arg("raw_max_bytes") = 0)
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

@@ -17,6 +17,6 @@ identical for any thread count and resumable mid-epoch.
 from . import _C
 from . import transforms
 from ._C import CancelledError, Error, ResourceError
-from .loader import Batch, Loader
+from .loader import Batch, Loader, RecordLoader
 
-__all__ = ["Loader", "Batch", "transforms", "Error", "ResourceError", "CancelledError"]
+__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "Error", "ResourceError", "CancelledError"]

@@ -77,7 +77,7 @@ class Loader:
 
     def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
                  num_threads="auto", prefetch_batches=2, max_bytes=1 << 32, max_errors=0, timeout=0.0,
-                 rank=None, world_size=None, elastic=False):
+                 rank=None, world_size=None, elastic=False, _raw_max_bytes=0):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -102,7 +102,7 @@ class Loader:
         self.source = os.fspath(source)
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.transform = transform if transform is not None else _transforms.imagenet_train()
-        self._loader = _C.ImageFolderLoader(self.source, self.transform, o)
+        self._loader = _C.ImageFolderLoader(self.source, self.transform, o, _raw_max_bytes)
         self._resume_pending = False
         self._mid_epoch = False
 
@@ -195,3 +195,27 @@ class Loader:
         loader = getattr(self, "_loader", None)
         if loader is not None and not loader.closed:
             loader.close()
+
+
+class RecordLoader(Loader):
+    """Raw records instead of decoded images, for non-image data or decoding
+    elsewhere: iterating yields (data, lengths, labels) where data is a uint8
+    tensor [batch, max_record_bytes] (zero padded) and lengths gives each
+    record's size. A record over max_record_bytes fails naming its size (or
+    is skipped and counted under max_errors). Every other argument is
+    Loader's.
+    """
+
+    def __init__(self, source, batch_size=256, max_record_bytes=1 << 20, **kwargs):
+        if max_record_bytes <= 0:
+            raise ValueError(f"max_record_bytes must be positive, got {max_record_bytes}")
+        kwargs.pop("transform", None)
+        super().__init__(source, batch_size=batch_size, _raw_max_bytes=max_record_bytes, **kwargs)
+        self.max_record_bytes = max_record_bytes
+
+    def __iter__(self):
+        for batch in self.batches():
+            triple = batch.fields["bytes"], batch.fields["length"], batch.fields["label"]
+            del batch
+            yield triple
+            del triple

@@ -5,8 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "feedline/loader.h"
@@ -79,6 +82,34 @@ TEST_F(ImageFolderTest, ThePipelineDeliversImagesAndLabelsThroughTheLoader) {
   EXPECT_EQ(b.field(0).shape, (std::vector<int64_t>{3, 32, 32}));
   std::span<int64_t> labels = b.field_as<int64_t>(1);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(labels[i], folder->labels[b.sample_ids()[i]]);
+}
+
+TEST_F(ImageFolderTest, RawPipelineDeliversPaddedBytesAndLengths) {
+  auto folder = *ImageFolder::Open(root_.string());
+  uint64_t largest = 0;
+  for (const std::string& f : folder->files) largest = std::max<uint64_t>(largest, fs::file_size(root_ / f));
+  LoaderOptions o;
+  o.batch_size = 5;
+  o.num_threads = 2;
+  auto loader = Loader::Create(RawFolderPipeline(folder, largest), o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  Batch b;
+  bool end = false;
+  ASSERT_TRUE((*loader)->Next(&b, &end).ok());
+  for (size_t i = 0; i < b.size(); ++i) {
+    const std::string path = (root_ / folder->files[b.sample_ids()[i]]).string();
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<uint8_t> file(std::istreambuf_iterator<char>(in), {});
+    ASSERT_EQ(b.field_as<int64_t>(1)[i], static_cast<int64_t>(file.size()));
+    const uint8_t* row = b.field_as<uint8_t>(0).data() + i * largest;
+    EXPECT_EQ(std::memcmp(row, file.data(), file.size()), 0);
+    for (uint64_t k = file.size(); k < largest; ++k) ASSERT_EQ(row[k], 0);
+  }
+  // A limit below the largest file: that sample fails naming both sizes.
+  auto small = Loader::Create(RawFolderPipeline(folder, 100), o);
+  Status st = (*small)->Next(&b, &end);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("over max_record_bytes=100"), std::string::npos) << st;
 }
 
 TEST_F(ImageFolderTest, AFileThatVanishesIsASampleErrorNamingItsPath) {

@@ -220,6 +220,22 @@ def test_bad_file_raises_naming_it_or_is_skipped_and_counted(dataset, tmp_path):
     assert lenient.stats()["errors"]["by_reason"] == {"decode_transform/DataLoss": 1}
 
 
+def test_record_loader_yields_raw_bytes_lengths_and_labels(dataset):
+    files = sorted(p for p in dataset.rglob("*") if p.is_file())
+    largest = max(p.stat().st_size for p in files)
+    loader = feedline.RecordLoader(dataset, batch_size=8, max_record_bytes=largest, shuffle=True, seed=2)
+    batch = next(loader.batches())
+    data, lengths, labels = batch.fields["bytes"], batch.fields["length"], batch.fields["label"]
+    assert data.dtype == torch.uint8 and data.shape == (8, largest)
+    for i, sample in enumerate(batch.sample_ids):
+        raw = files[sample].read_bytes()
+        assert lengths[i] == len(raw)
+        assert bytes(data[i, : len(raw)].numpy()) == raw
+        assert labels[i] == loader.classes.index(files[sample].parent.name)
+    with pytest.raises(feedline.ResourceError, match="over max_record_bytes=64"):
+        next(iter(feedline.RecordLoader(dataset, batch_size=8, max_record_bytes=64)))
+
+
 def test_keyboard_interrupt_arrives_within_a_second(dataset, tmp_path):
     # One thread, one huge batch: the consumer waits seconds inside C++.
     script = tmp_path / "interrupt.py"

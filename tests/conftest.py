@@ -1,9 +1,10 @@
+"""Fixtures shared by the pytest suites (tests/integration, tests/python)."""
 import os
 import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -12,4 +13,3 @@ def feedline_bin():
     if not path.exists():
         pytest.fail(f"feedline binary not found at {path}; run `make build` or set FEEDLINE_BIN")
     return str(path)
-
