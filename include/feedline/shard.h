@@ -1,0 +1,106 @@
+// Writing and reading feedline shards (docs/shard_format.md).
+//
+// ShardWriter appends records to `<path>.partial`, and Finish() writes the
+// index and footer, fsyncs, renames to `<path>` and fsyncs the directory: a
+// crash or a full disk never leaves a file at `<path>` that looks complete.
+// ShardReader verifies header, footer and index at Open, and each record's
+// header and checksum on Read; every error names the shard, the record
+// number, the byte offset and the reason.
+//
+// Thread safety: a ShardWriter needs external synchronisation. A
+// ShardReader is immutable after Open; Read is const and safe for
+// concurrent use (pread, no shared file position).
+#ifndef FEEDLINE_SHARD_H_
+#define FEEDLINE_SHARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/export.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+// One record's fields, as written or as read (views into caller storage).
+struct FEEDLINE_EXPORT ShardRecord {
+  int64_t label = -1;
+  std::string_view key;
+  std::string_view metadata;  // a JSON object or empty
+  std::span<const uint8_t> data;
+};
+
+class FEEDLINE_EXPORT ShardWriter {
+ public:
+  // Creates `<path>.partial` (truncating a leftover one). Errors name the file.
+  static Result<std::unique_ptr<ShardWriter>> Create(const std::string& path);
+  // Removes the partial file unless Finish() succeeded.
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  // Appends a record. Errors: InvalidArgument for a record over the format's
+  // limits; Unavailable/ResourceExhausted for write failures (ENOSPC names
+  // the file and says the disk is full).
+  Status Add(const ShardRecord& record);
+
+  // Index, footer, fsync, rename, fsync of the directory.
+  Status Finish();
+
+  uint64_t num_records() const { return offsets_.size(); }
+  uint64_t bytes() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  ShardWriter(std::string path, int fd);
+  Status Write(const void* data, size_t n);
+  Status Flush();
+
+  std::string path_;
+  std::string partial_;
+  int fd_ = -1;
+  bool finished_ = false;
+  uint64_t offset_ = 0;
+  std::vector<uint64_t> offsets_;
+  std::vector<uint8_t> buffer_;
+};
+
+class FEEDLINE_EXPORT ShardReader {
+ public:
+  // Opens and verifies header, footer and index (docs/shard_format.md,
+  // "What a reader must verify", 1-4). Errors: NotFound; DataLoss naming the
+  // check that failed; InvalidArgument for a foreign file or an unknown
+  // version (naming found and supported versions).
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path);
+  ~ShardReader();
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+
+  // Reads record i: its fields view `*scratch` (resized as needed). Checks
+  // 5-6 of the spec. OutOfRange for i >= num_records().
+  Status Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord* out) const;
+
+  uint64_t num_records() const { return offsets_.size(); }
+  uint64_t file_size() const { return file_size_; }
+  uint64_t record_offset(uint64_t i) const { return offsets_[i]; }
+  const std::string& path() const { return path_; }
+
+ private:
+  ShardReader(std::string path, int fd, uint64_t size);
+  Status ReadAt(uint64_t offset, void* out, size_t n) const;
+  Status RecordError(uint64_t i, std::string_view reason) const;
+  std::string DescribeTruncation() const;
+
+  std::string path_;
+  int fd_;
+  uint64_t file_size_;
+  uint64_t index_offset_ = 0;
+  std::vector<uint64_t> offsets_;
+};
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_SHARD_H_

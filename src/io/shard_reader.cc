@@ -1,0 +1,196 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "feedline/shard.h"
+#include "feedline/shard_format.h"
+#include "src/core/crc32c.h"
+#include "src/core/detail/endian.h"
+
+namespace feedline {
+namespace {
+
+using core::detail::DecodeFixed64;
+using shard::UnmaskCrc;
+
+uint32_t DecodeFixed32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+uint64_t Fixed64(const uint8_t* p) { return DecodeFixed64(reinterpret_cast<const char*>(p)); }
+
+}  // namespace
+
+// For a shard whose footer is missing or broken: walks the records from the
+// start to say where the intact data ends, so the error names the record.
+std::string ShardReader::DescribeTruncation() const {
+  uint64_t offset = shard::kHeaderSize, n = 0;
+  uint8_t h[shard::kRecordHeaderSize];
+  while (offset + shard::kRecordHeaderSize <= file_size_) {
+    if (!ReadAt(offset, h, sizeof(h)).ok() ||
+        std::memcmp(h, shard::kRecordMagic, sizeof(shard::kRecordMagic)) != 0 ||
+        UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20) || Fixed64(h + 8) != n) {
+      break;  // the index (or garbage) starts here, or the header is cut
+    }
+    const uint64_t next = offset + shard::kRecordHeaderSize + DecodeFixed32(h + 4);
+    if (next > file_size_) {
+      return "record " + std::to_string(n) + " at offset " + std::to_string(offset) + " is cut off (" +
+             std::to_string(file_size_ - offset) + " of " + std::to_string(next - offset) + " bytes present)";
+    }
+    offset = next;
+    ++n;
+  }
+  return std::to_string(n) + " complete records precede offset " + std::to_string(offset) +
+         ", where the file has " + std::to_string(file_size_ - offset) + " more bytes but no valid footer";
+}
+
+ShardReader::ShardReader(std::string path, int fd, uint64_t size)
+    : path_(std::move(path)), fd_(fd), file_size_(size) {}
+
+ShardReader::~ShardReader() { ::close(fd_); }
+
+Status ShardReader::ReadAt(uint64_t offset, void* out, size_t n) const {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, n - done,
+                                static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return UnavailableError("shard '" + path_ + "': read at offset " + std::to_string(offset + done) +
+                              " failed: " + std::strerror(errno));
+    }
+    if (got == 0) {
+      return DataLossError("shard '" + path_ + "': truncated: no data at offset " +
+                           std::to_string(offset + done) + " (the file shrank?)");
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string msg = "cannot open shard '" + path + "': " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return UnavailableError("cannot stat shard '" + path + "': " + std::strerror(err));
+  }
+  std::unique_ptr<ShardReader> r(new ShardReader(path, fd, static_cast<uint64_t>(st.st_size)));
+  auto bad = [&path](const std::string& why) {
+    return DataLossError("shard '" + path + "': " + why);
+  };
+  const uint64_t size = r->file_size_;
+  uint8_t h[shard::kHeaderSize];
+  if (size < shard::kHeaderSize + shard::kFooterSize) {
+    // Name a foreign file as such even when it is small.
+    if (size >= sizeof(shard::kHeaderMagic) && r->ReadAt(0, h, sizeof(shard::kHeaderMagic)).ok() &&
+        std::memcmp(h, shard::kHeaderMagic, sizeof(shard::kHeaderMagic)) != 0) {
+      return InvalidArgumentError("'" + path + "' is not a feedline shard (bad header magic)");
+    }
+    return bad("too small to be a shard (" + std::to_string(size) + " bytes; header and footer need " +
+               std::to_string(shard::kHeaderSize + shard::kFooterSize) + ")");
+  }
+  FEEDLINE_RETURN_IF_ERROR(r->ReadAt(0, h, sizeof(h)));
+  if (std::memcmp(h, shard::kHeaderMagic, sizeof(shard::kHeaderMagic)) != 0) {
+    return InvalidArgumentError("'" + path + "' is not a feedline shard (bad header magic)");
+  }
+  const uint32_t version = DecodeFixed32(h + 8);
+  if (version != shard::kShardVersion) {
+    return InvalidArgumentError("shard '" + path + "' has format version " + std::to_string(version) +
+                                "; this build reads version " + std::to_string(shard::kShardVersion));
+  }
+  if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20)) return bad("header checksum mismatch");
+  if (DecodeFixed32(h + 12) != 0) return bad("unknown header flags");
+
+  uint8_t f[shard::kFooterSize];
+  FEEDLINE_RETURN_IF_ERROR(r->ReadAt(size - shard::kFooterSize, f, sizeof(f)));
+  if (std::memcmp(f + 32, shard::kFooterMagic, sizeof(shard::kFooterMagic)) != 0) {
+    return bad("truncated or unfinished: no footer; " + r->DescribeTruncation());
+  }
+  if (UnmaskCrc(DecodeFixed32(f + 24)) != core::Crc32c(f, 24)) return bad("footer checksum mismatch");
+  if (DecodeFixed32(f + 20) != shard::kShardVersion) return bad("footer version disagrees with header");
+  const uint64_t index_offset = Fixed64(f), count = Fixed64(f + 8);
+  // Bound the count by the bytes actually present before trusting it.
+  const uint64_t room = size - shard::kFooterSize;
+  if (index_offset < shard::kHeaderSize || index_offset > room ||
+      count > (room - index_offset) / shard::kIndexEntrySize ||
+      index_offset + count * shard::kIndexEntrySize != room) {
+    return bad("footer is inconsistent with the file size (index at " + std::to_string(index_offset) +
+               ", " + std::to_string(count) + " records, " + std::to_string(size) + " bytes)");
+  }
+  std::vector<uint8_t> index(count * shard::kIndexEntrySize);
+  FEEDLINE_RETURN_IF_ERROR(r->ReadAt(index_offset, index.data(), index.size()));
+  if (UnmaskCrc(DecodeFixed32(f + 16)) != core::Crc32c(index.data(), index.size())) {
+    return bad("index checksum mismatch");
+  }
+  r->offsets_.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t o = Fixed64(index.data() + i * shard::kIndexEntrySize);
+    const uint64_t min = i == 0 ? shard::kHeaderSize : r->offsets_[i - 1] + shard::kRecordHeaderSize + shard::kPayloadFixedSize;
+    if ((i == 0 && o != shard::kHeaderSize) || o < min ||
+        o + shard::kRecordHeaderSize + shard::kPayloadFixedSize > index_offset) {
+      return bad("index entry " + std::to_string(i) + " (offset " + std::to_string(o) + ") is out of order or out of range");
+    }
+    r->offsets_[i] = o;
+  }
+  if (count == 0 && index_offset != shard::kHeaderSize) return bad("records present but no index entries");
+  r->index_offset_ = index_offset;
+  return r;
+}
+
+Status ShardReader::RecordError(uint64_t i, std::string_view reason) const {
+  return DataLossError("shard '" + path_ + "' record " + std::to_string(i) + " at offset " +
+                       std::to_string(offsets_[i]) + ": " + std::string(reason));
+}
+
+Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord* out) const {
+  if (i >= offsets_.size()) {
+    return OutOfRangeError("shard '" + path_ + "' has " + std::to_string(offsets_.size()) +
+                           " records; no record " + std::to_string(i));
+  }
+  const uint64_t offset = offsets_[i];
+  const uint64_t end = i + 1 < offsets_.size() ? offsets_[i + 1] : index_offset_;
+  uint8_t h[shard::kRecordHeaderSize];
+  FEEDLINE_RETURN_IF_ERROR(ReadAt(offset, h, sizeof(h)));
+  if (std::memcmp(h, shard::kRecordMagic, sizeof(shard::kRecordMagic)) != 0) {
+    return RecordError(i, "bad record magic (index points at no record)");
+  }
+  if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20)) return RecordError(i, "record header checksum mismatch");
+  if (Fixed64(h + 8) != i) {
+    return RecordError(i, "index points at record " + std::to_string(Fixed64(h + 8)));
+  }
+  const uint64_t payload = DecodeFixed32(h + 4);
+  // Checked before allocating: the length must fill the space to the next record exactly.
+  if (payload + shard::kRecordHeaderSize != end - offset || payload < shard::kPayloadFixedSize) {
+    return RecordError(i, "record length " + std::to_string(payload) + " disagrees with the index (" +
+                              std::to_string(end - offset - shard::kRecordHeaderSize) + " bytes available)");
+  }
+  scratch->resize(payload);
+  FEEDLINE_RETURN_IF_ERROR(ReadAt(offset + shard::kRecordHeaderSize, scratch->data(), payload));
+  if (UnmaskCrc(DecodeFixed32(h + 16)) != core::Crc32c(scratch->data(), payload)) {
+    return RecordError(i, "checksum mismatch");
+  }
+  const uint8_t* p = scratch->data();
+  const uint64_t k = DecodeFixed32(p + 8), m = DecodeFixed32(p + 12), d = DecodeFixed32(p + 16);
+  if (shard::kPayloadFixedSize + k + m + d != payload) {
+    return RecordError(i, "field lengths (" + std::to_string(k) + " + " + std::to_string(m) + " + " +
+                              std::to_string(d) + ") disagree with the record length");
+  }
+  out->label = static_cast<int64_t>(Fixed64(p));
+  const auto* fields = reinterpret_cast<const char*>(p + shard::kPayloadFixedSize);
+  out->key = std::string_view(fields, k);
+  out->metadata = std::string_view(fields + k, m);
+  out->data = std::span<const uint8_t>(p + shard::kPayloadFixedSize + k + m, d);
+  return Status::OK();
+}
+
+}  // namespace feedline
