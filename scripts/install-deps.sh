@@ -15,6 +15,7 @@ PACKAGES=(
   libclang-rt-14-dev
   libjpeg62-turbo-dev  # JPEG decode (crop + DCT scaling) and encode (dataset generator)
   libspng-dev          # PNG decode/encode with size and chunk limits
+  nlohmann-json3-dev   # dataset manifests and JSON Lines pack inputs (header-only)
   # Python side: the reference (PIL/torchvision) tests and the peer benchmark.
   python3-dev          # the pybind11 extension
   pybind11-dev

@@ -39,6 +39,15 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeReadFileOp(
 // Writes the sample's label into int64 field `field`.
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
 
+// Source-agnostic pipelines: `read_op` fills each sample's bytes, label and
+// location (MakeReadFileOp, MakeShardReadOp, ...).
+// read -> decode_transform -> label, fields {"image", "label"}.
+FEEDLINE_EXPORT Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
+                                           const ImageTransform& transform);
+// read -> raw bytes -> label, fields {"bytes" uint8 [max_bytes], "length", "label"}.
+FEEDLINE_EXPORT Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
+                                         uint64_t max_bytes);
+
 // Raw records for non-image data (or for decoding elsewhere): writes the
 // sample's bytes into uint8 field `bytes_field` (capacity max_bytes, zero
 // padded) and their length into int64 field `length_field`. A record longer

@@ -53,6 +53,8 @@ class FEEDLINE_EXPORT ShardWriter {
   uint64_t num_records() const { return offsets_.size(); }
   uint64_t bytes() const { return offset_; }
   const std::string& path() const { return path_; }
+  // CRC32C of every byte of the file (complete after Finish), for manifests.
+  uint32_t file_crc32c() const { return file_crc_; }
 
  private:
   ShardWriter(std::string path, int fd);
@@ -66,6 +68,7 @@ class FEEDLINE_EXPORT ShardWriter {
   uint64_t offset_ = 0;
   std::vector<uint64_t> offsets_;
   std::vector<uint8_t> buffer_;
+  uint32_t file_crc_ = 0;
 };
 
 class FEEDLINE_EXPORT ShardReader {
@@ -87,6 +90,8 @@ class FEEDLINE_EXPORT ShardReader {
   uint64_t file_size() const { return file_size_; }
   uint64_t record_offset(uint64_t i) const { return offsets_[i]; }
   const std::string& path() const { return path_; }
+  // CRC32C of the whole file (reads all of it).
+  Result<uint32_t> FileCrc32c() const;
 
  private:
   ShardReader(std::string path, int fd, uint64_t size);

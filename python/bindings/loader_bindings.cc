@@ -7,9 +7,11 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 
+#include "feedline/dataset.h"
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
@@ -101,25 +103,39 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   return d;
 }
 
-// Owns one C++ loader over an image folder.
+// Owns one C++ loader over an image folder or a packed dataset.
 class PyLoader {
  public:
   // raw_max_bytes > 0: raw records (RawFolderPipeline) instead of images.
   PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
            uint64_t raw_max_bytes) {
-    std::shared_ptr<const ImageFolder> folder;
+    // A directory with a manifest is a packed dataset; otherwise an image folder.
+    std::shared_ptr<const SampleOp> read;
+    uint64_t n = 0;
     {
       py::gil_scoped_release release;
-      Result<std::shared_ptr<const ImageFolder>> f = ImageFolder::Open(root);
-      if (f.ok()) folder = *f;
-      status_ = f.status();
+      if (std::filesystem::exists(std::filesystem::path(root) / kManifestName)) {
+        Result<std::shared_ptr<const ShardDataset>> ds = ShardDataset::Open(root);
+        status_ = ds.status();
+        if (ds.ok()) {
+          classes_ = (*ds)->manifest().classes;
+          n = (*ds)->num_records();
+          read = MakeShardReadOp(*ds);
+        }
+      } else {
+        Result<std::shared_ptr<const ImageFolder>> f = ImageFolder::Open(root);
+        status_ = f.status();
+        if (f.ok()) {
+          classes_ = (*f)->classes;
+          n = (*f)->files.size();
+          read = MakeReadFileOp(*f);
+        }
+      }
     }
     ThrowIfError(status_);
-    classes_ = folder->classes;
-    Pipeline pipeline = raw_max_bytes > 0 ? RawFolderPipeline(folder, raw_max_bytes)
-                                          : ImageFolderPipeline(folder, transform);
-    Result<std::unique_ptr<Loader>> loader = Loader::Create(std::move(pipeline), options);
-    loader_ = ValueOrThrow(std::move(loader));
+    Pipeline pipeline = raw_max_bytes > 0 ? MakeRawPipeline(read, n, raw_max_bytes)
+                                          : MakeImagePipeline(read, n, transform);
+    loader_ = ValueOrThrow(Loader::Create(std::move(pipeline), options));
   }
 
   // The next batch as a dict, or None at the end of the epoch. Waits in

@@ -46,10 +46,11 @@ class Batch:
 
 
 class Loader:
-    """Loads an image folder (torchvision ImageFolder layout) in C++ threads.
+    """Loads images in C++ threads from an image folder or a packed dataset.
 
     Args:
-        source: root of an ImageFolder tree (class sub-folders give labels).
+        source: root of an ImageFolder tree (class sub-folders give labels),
+            or a dataset directory made by `feedline pack` (has manifest.json).
         batch_size: samples per batch on this rank.
         transform: from feedline.transforms; default imagenet_train(224).
         shuffle: a new random order every epoch (from seed and epoch).

@@ -146,23 +146,33 @@ std::shared_ptr<const SampleOp> MakeRawBytesOp(size_t bytes_field, size_t length
   });
 }
 
-Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> folder, uint64_t max_bytes) {
+Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples, uint64_t max_bytes) {
   Pipeline p;
-  p.num_samples = folder->files.size();
+  p.num_samples = num_samples;
   p.fields = {{"bytes", DType::kUInt8, {static_cast<int64_t>(max_bytes)}},
               {"length", DType::kInt64, {}},
               {"label", DType::kInt64, {}}};
-  p.ops = {MakeReadFileOp(std::move(folder)), MakeRawBytesOp(0, 1, max_bytes), MakeLabelOp(2)};
+  p.ops = {std::move(read_op), MakeRawBytesOp(0, 1, max_bytes), MakeLabelOp(2)};
   return p;
 }
 
-Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder,
-                             const ImageTransform& transform) {
+Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
+                           const ImageTransform& transform) {
   Pipeline p;
-  p.num_samples = folder->files.size();
+  p.num_samples = num_samples;
   p.fields = {ImageField(transform), {"label", DType::kInt64, {}}};
-  p.ops = {MakeReadFileOp(std::move(folder)), MakeImageOp(transform, 0), MakeLabelOp(1)};
+  p.ops = {std::move(read_op), MakeImageOp(transform, 0), MakeLabelOp(1)};
   return p;
+}
+
+Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> folder, uint64_t max_bytes) {
+  const uint64_t n = folder->files.size();
+  return MakeRawPipeline(MakeReadFileOp(std::move(folder)), n, max_bytes);
+}
+
+Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder, const ImageTransform& transform) {
+  const uint64_t n = folder->files.size();
+  return MakeImagePipeline(MakeReadFileOp(std::move(folder)), n, transform);
 }
 
 }  // namespace feedline

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -145,6 +146,18 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) 
   if (count == 0 && index_offset != shard::kHeaderSize) return bad("records present but no index entries");
   r->index_offset_ = index_offset;
   return r;
+}
+
+Result<uint32_t> ShardReader::FileCrc32c() const {
+  std::vector<uint8_t> buf(1 << 20);
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < file_size_;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), file_size_ - off));
+    FEEDLINE_RETURN_IF_ERROR(ReadAt(off, buf.data(), n));
+    crc = core::Crc32cExtend(crc, buf.data(), n);
+    off += n;
+  }
+  return crc;
 }
 
 Status ShardReader::RecordError(uint64_t i, std::string_view reason) const {

@@ -58,6 +58,7 @@ ShardWriter::~ShardWriter() {
 
 Status ShardWriter::Write(const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
+  file_crc_ = core::Crc32cExtend(file_crc_, p, n);
   buffer_.insert(buffer_.end(), p, p + n);
   offset_ += n;
   return buffer_.size() >= kFlushBytes ? Flush() : Status::OK();

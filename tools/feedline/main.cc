@@ -15,7 +15,10 @@ void Usage() {
                "  demo [--samples N] [--threads N]   run the engine demonstration\n"
                "  image info|transform|crops ...     inspect the image path on one file\n"
                "  gen-dataset OUT --images N ...     make the built-in ImageNet-like dataset\n"
-               "  bench-pipeline DIR [options]       measure one loader configuration (JSON)\n");
+               "  bench-pipeline DIR [options]       measure one loader configuration (JSON)\n"
+               "  pack SRC OUT [options]             pack an image folder or list into shards\n"
+               "  verify DIR                         check every checksum of a packed dataset\n"
+               "  inspect DIR                        summarise a packed dataset\n");
 }
 
 }  // namespace
@@ -31,6 +34,9 @@ int main(int argc, char** argv) {
   if (command == "image") return feedline::cli::RunImage(args);
   if (command == "gen-dataset") return feedline::cli::RunGenDataset(args);
   if (command == "bench-pipeline") return feedline::cli::RunBenchPipeline(args);
+  if (command == "pack") return feedline::cli::RunPack(args);
+  if (command == "verify") return feedline::cli::RunVerify(args);
+  if (command == "inspect") return feedline::cli::RunInspect(args);
   std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
   Usage();
   return 2;

@@ -1,0 +1,175 @@
+#include "feedline/dataset.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "feedline/image_folder.h"
+
+namespace feedline {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string DatasetManifest::ToJson() const {
+  Json j;
+  j["format"] = "feedline-dataset";
+  j["version"] = 1;
+  j["records"] = records;
+  j["classes"] = classes;
+  j["shards"] = Json::array();
+  for (const ShardInfo& s : shards) {
+    j["shards"].push_back({{"name", s.name}, {"records", s.records}, {"bytes", s.bytes}, {"crc32c", Hex(s.crc32c)}});
+  }
+  return j.dump(1) + "\n";
+}
+
+Result<DatasetManifest> DatasetManifest::Parse(std::string_view text) {
+  const Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  auto bad = [](const std::string& why) { return DataLossError("manifest: " + why); };
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  if (j.value("format", "") != "feedline-dataset") return bad("\"format\" is not \"feedline-dataset\"");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1) {
+    return InvalidArgumentError("manifest: unsupported \"version\" (this build reads 1)");
+  }
+  DatasetManifest m;
+  if (!j.contains("records") || !j["records"].is_number_unsigned()) return bad("\"records\" missing or not a count");
+  m.records = j["records"].get<uint64_t>();
+  if (!j.contains("classes") || !j["classes"].is_array()) return bad("\"classes\" missing or not a list");
+  for (const Json& c : j["classes"]) {
+    if (!c.is_string()) return bad("\"classes\" holds a non-string");
+    m.classes.push_back(c.get<std::string>());
+  }
+  if (!j.contains("shards") || !j["shards"].is_array()) return bad("\"shards\" missing or not a list");
+  uint64_t total = 0;
+  for (size_t i = 0; i < j["shards"].size(); ++i) {
+    const Json& s = j["shards"][i];
+    const std::string where = "shard entry " + std::to_string(i);
+    if (!s.is_object() || !s.contains("name") || !s["name"].is_string() || !s.contains("records") ||
+        !s["records"].is_number_unsigned() || !s.contains("bytes") || !s["bytes"].is_number_unsigned() ||
+        !s.contains("crc32c") || !s["crc32c"].is_string()) {
+      return bad(where + " needs name, records, bytes and crc32c");
+    }
+    ShardInfo info;
+    info.name = s["name"].get<std::string>();
+    if (info.name.empty() || info.name.find('/') != std::string::npos || info.name[0] == '.') {
+      return bad(where + " has an invalid name '" + info.name + "'");
+    }
+    info.records = s["records"].get<uint64_t>();
+    info.bytes = s["bytes"].get<uint64_t>();
+    const std::string crc = s["crc32c"].get<std::string>();
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(crc.c_str(), &end, 16);
+    if (crc.empty() || crc.size() > 8 || *end != '\0') return bad(where + " has a bad crc32c '" + crc + "'");
+    info.crc32c = static_cast<uint32_t>(v);
+    if (total + info.records < total) return bad("record counts overflow");
+    total += info.records;
+    m.shards.push_back(std::move(info));
+  }
+  if (total != m.records) {
+    return bad("\"records\" is " + std::to_string(m.records) + " but the shards hold " + std::to_string(total));
+  }
+  return m;
+}
+
+Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kManifestName).string();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return NotFoundError("no dataset manifest at '" + path + "'");
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) {
+    text.append(buf, n);
+    if (text.size() > (64u << 20)) {
+      std::fclose(f);
+      return DataLossError("manifest '" + path + "' is over 64 MiB");
+    }
+  }
+  std::fclose(f);
+  Result<DatasetManifest> m = DatasetManifest::Parse(text);
+  if (!m.ok()) return m.status().WithContext(path);
+  auto ds = std::make_shared<ShardDataset>();
+  ds->dir_ = dir;
+  ds->manifest_ = std::move(m).value();
+  uint64_t first = 0;
+  for (const ShardInfo& s : ds->manifest_.shards) {
+    const std::string shard_path = (std::filesystem::path(dir) / s.name).string();
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(shard_path));
+    if (r->file_size() != s.bytes || r->num_records() != s.records) {
+      return DataLossError("shard '" + shard_path + "' disagrees with the manifest: " +
+                           std::to_string(r->file_size()) + " bytes and " + std::to_string(r->num_records()) +
+                           " records on disk, " + std::to_string(s.bytes) + " and " +
+                           std::to_string(s.records) + " in the manifest");
+    }
+    ds->readers_.push_back(std::move(r));
+    ds->first_record_.push_back(first);
+    first += s.records;
+  }
+  return std::shared_ptr<const ShardDataset>(std::move(ds));
+}
+
+void ShardDataset::Locate(uint64_t record, size_t* shard, uint64_t* local) const {
+  const auto it = std::upper_bound(first_record_.begin(), first_record_.end(), record);
+  *shard = static_cast<size_t>(it - first_record_.begin()) - 1;
+  *local = record - first_record_[*shard];
+}
+
+Status ShardDataset::Read(uint64_t record, std::vector<uint8_t>* scratch, ShardRecord* out) const {
+  if (record >= manifest_.records) {
+    return OutOfRangeError("dataset has " + std::to_string(manifest_.records) + " records; no record " +
+                           std::to_string(record));
+  }
+  size_t shard = 0;
+  uint64_t local = 0;
+  Locate(record, &shard, &local);
+  return readers_[shard]->Read(local, scratch, out);
+}
+
+namespace {
+
+class ShardReadOp final : public SampleOp {
+ public:
+  explicit ShardReadOp(std::shared_ptr<const ShardDataset> ds) : ds_(std::move(ds)) {}
+  std::string_view name() const override { return "read"; }
+  Status Apply(Sample& s, OpState* /*state*/) const override {
+    size_t shard = 0;
+    uint64_t local = 0;
+    ds_->Locate(s.id(), &shard, &local);
+    const ShardReader& r = ds_->shard(shard);
+    s.location().file = r.path();
+    s.location().record = static_cast<int64_t>(local);
+    s.location().offset = static_cast<int64_t>(r.record_offset(local));
+    ShardRecord rec;
+    FEEDLINE_RETURN_IF_ERROR(r.Read(local, &s.scratch(), &rec));
+    s.location().key = std::string(rec.key);
+    s.label = rec.label;
+    s.set_data(rec.data);  // views the scratch buffer the payload was read into
+    return Status::OK();
+  }
+
+ private:
+  std::shared_ptr<const ShardDataset> ds_;
+};
+
+}  // namespace
+
+std::shared_ptr<const SampleOp> MakeShardReadOp(std::shared_ptr<const ShardDataset> dataset) {
+  return std::make_shared<ShardReadOp>(std::move(dataset));
+}
+
+Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset, const ImageTransform& transform) {
+  const uint64_t n = dataset->num_records();
+  return MakeImagePipeline(MakeShardReadOp(std::move(dataset)), n, transform);
+}
+
+}  // namespace feedline

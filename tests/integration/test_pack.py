@@ -1,0 +1,167 @@
+"""`feedline pack`, `verify` and `inspect` on real files (RELIABILITY.md
+1-8, 29-30 at the tool level), and loading packed data through the Python
+loader."""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, feedline_bin):
+    root = tmp_path_factory.mktemp("src") / "images"
+    subprocess.run([feedline_bin, "gen-dataset", str(root), "--images", "120", "--classes", "3",
+                    "--photos", str(ROOT / "tests" / "data" / "photos")], check=True, capture_output=True)
+    return root
+
+
+def pack(feedline_bin, *args, check=True):
+    proc = subprocess.run([feedline_bin, "pack", *map(str, args)], capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stderr)
+    return proc
+
+
+def digests(out):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())}
+
+
+def test_pack_is_deterministic_and_verifies(feedline_bin, folder, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    pack(feedline_bin, folder, a, "--shard-bytes", 1_000_000, "--threads", 1)
+    pack(feedline_bin, folder, b, "--shard-bytes", 1_000_000, "--threads", 2)
+    assert digests(a) == digests(b)
+    assert len([p for p in a.iterdir() if p.suffix == ".fls"]) > 2
+    v = subprocess.run([feedline_bin, "verify", str(a)], capture_output=True, text=True)
+    assert v.returncode == 0 and "OK: 120 records" in v.stdout
+    i = subprocess.run([feedline_bin, "inspect", str(a)], capture_output=True, text=True)
+    assert i.returncode == 0 and "records 120" in i.stdout and "classes 3" in i.stdout
+
+
+def test_packed_data_loads_like_the_folder(feedline_bin, folder, tmp_path):
+    import feedline
+    out = tmp_path / "packed"
+    pack(feedline_bin, folder, out, "--shard-bytes", 500_000)
+    x = feedline.Loader(folder, batch_size=16, shuffle=True, seed=4, num_threads=2)
+    y = feedline.Loader(out, batch_size=16, shuffle=True, seed=4, num_threads=2)
+    assert x.classes == y.classes and len(x) == len(y)
+    for (xi, xl), (yi, yl) in zip(x, y):
+        assert torch.equal(xi, yi) and torch.equal(xl, yl)
+
+
+def test_non_empty_output_is_refused_unless_told(feedline_bin, folder, tmp_path):
+    out = tmp_path / "out"
+    pack(feedline_bin, folder, out)
+    again = pack(feedline_bin, folder, out, check=False)
+    assert again.returncode != 0 and "not empty" in again.stderr and "--overwrite" in again.stderr
+    pack(feedline_bin, folder, out, "--overwrite")
+    (out / "notes.txt").write_text("mine")
+    foreign = pack(feedline_bin, folder, out, "--overwrite", check=False)
+    assert foreign.returncode != 0 and "not feedline shards" in foreign.stderr
+
+
+def test_resume_after_a_kill_gives_the_same_dataset(feedline_bin, folder, tmp_path):
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    pack(feedline_bin, folder, clean, "--shard-bytes", 1_000_000)
+    pack(feedline_bin, folder, killed, "--shard-bytes", 1_000_000)
+    # What SIGKILL leaves: a half-written shard, a missing one, no manifest.
+    shards = sorted(killed.glob("*.fls"))
+    shards[-1].unlink()
+    (killed / (shards[-1].name + ".partial")).write_bytes(b"FLSHARD\0 half written")
+    (killed / "manifest.json").unlink()
+    refused = pack(feedline_bin, folder, killed, "--shard-bytes", 1_000_000, check=False)
+    assert refused.returncode != 0
+    pack(feedline_bin, folder, killed, "--shard-bytes", 1_000_000, "--resume")
+    assert digests(killed) == digests(clean)
+
+
+def test_parts_merge_into_the_same_records(feedline_bin, folder, tmp_path):
+    import feedline
+    out = tmp_path / "parts"
+    for i in range(3):
+        pack(feedline_bin, folder, out, "--part", f"{i}/3", "--shard-bytes", 1_000_000,
+             *(["--resume"] if i else []))
+    early = subprocess.run([feedline_bin, "pack", "--merge", str(tmp_path / "nothing")], capture_output=True, text=True)
+    assert early.returncode != 0
+    subprocess.run([feedline_bin, "pack", "--merge", str(out)], check=True, capture_output=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["records"] == 120
+    assert subprocess.run([feedline_bin, "verify", str(out)], capture_output=True).returncode == 0
+    x = feedline.Loader(folder, batch_size=40, num_threads=1, transform=feedline.transforms.imagenet_eval())
+    y = feedline.Loader(out, batch_size=40, num_threads=1, transform=feedline.transforms.imagenet_eval())
+    for (xi, _), (yi, _) in zip(x, y):
+        assert torch.equal(xi, yi)
+
+
+def test_verify_names_the_bad_record_and_fails(feedline_bin, folder, tmp_path):
+    out = tmp_path / "bad"
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000)
+    shard = sorted(out.glob("*.fls"))[1]
+    data = bytearray(shard.read_bytes())
+    data[5000] ^= 0x01
+    shard.write_bytes(bytes(data))
+    v = subprocess.run([feedline_bin, "verify", str(out)], capture_output=True, text=True)
+    assert v.returncode == 1
+    lines = [l for l in v.stdout.splitlines() if l.startswith("BAD")]
+    assert any(f"shard {shard.name} record" in l and "offset" in l and "checksum mismatch" in l for l in lines), v.stdout
+    assert any("whole-file crc32c" in l for l in lines)
+
+
+def test_a_shard_that_disagrees_with_the_manifest_is_named(feedline_bin, folder, tmp_path):
+    import feedline
+    out = tmp_path / "short"
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000)
+    shard = sorted(out.glob("*.fls"))[0]
+    shard.write_bytes(shard.read_bytes()[:-100])
+    with pytest.raises(feedline.Error, match=shard.name):
+        feedline.Loader(out, batch_size=8)
+    shard.unlink()
+    with pytest.raises(FileNotFoundError, match=shard.name):
+        feedline.Loader(out, batch_size=8)
+
+
+def test_csv_and_jsonl_lists_pack_with_their_labels_and_keys(feedline_bin, folder, tmp_path):
+    import feedline
+    files = sorted(p for p in folder.rglob("*") if p.is_file())[:10]
+    csv = tmp_path / "list.csv"
+    csv.write_text("path,label,key\n" + "".join(f"{p},{i * 7},k{i}\n" for i, p in enumerate(files)))
+    jsonl = tmp_path / "list.jsonl"
+    jsonl.write_text("".join(json.dumps({"path": str(p), "label": i * 7, "key": f"k{i}"}) + "\n"
+                             for i, p in enumerate(files)))
+    for lst in (csv, jsonl):
+        out = tmp_path / ("from_" + lst.suffix[1:])
+        pack(feedline_bin, lst, out)
+        loader = feedline.RecordLoader(out, batch_size=10, max_record_bytes=max(p.stat().st_size for p in files))
+        batch = next(loader.batches())
+        for j, sample in enumerate(batch.sample_ids):
+            raw = files[sample].read_bytes()
+            assert batch.fields["label"][j] == sample * 7
+            assert bytes(batch.fields["bytes"][j, : len(raw)].numpy()) == raw
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a.jpg,notanumber\n")
+    r = pack(feedline_bin, bad, tmp_path / "x", check=False)
+    assert r.returncode != 0 and "bad.csv line 1" in r.stderr
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_complete_looking_output(feedline_bin, folder, tmp_path):
+    out = tmp_path / "full"
+    # A file-size limit stands in for a full disk (no tmpfs mounts here):
+    # writes past it fail with EFBIG once SIGXFSZ is ignored.
+    script = f"trap '' XFSZ; ulimit -f 2000; exec {feedline_bin} pack {folder} {out} --shard-bytes 4000000"
+    r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert ".fls.partial" in r.stderr
+    assert not (out / "manifest.json").exists()
+    # Anything visible under a shard name is complete (written as .partial,
+    # renamed after the footer and fsync), and the failed .partial is gone.
+    for shard in out.glob("*.fls"):
+        assert shard.read_bytes()[-8:] == b"FLSHEND\0", shard
+    assert not list(out.glob("*.partial"))
