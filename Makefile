@@ -74,16 +74,17 @@ tsan: deps
 # libFuzzer harnesses under ASan+UBSan, FUZZ_SECONDS each (CI runs a short pass).
 FUZZ_SECONDS ?= 30
 BUILD_FUZZ := build-fuzz
-FUZZERS := sampler_state_fuzzer image_decode_fuzzer
+FUZZERS := sampler_state_fuzzer image_decode_fuzzer shard_reader_fuzzer manifest_fuzzer
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address \
 	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZERS)
 	@for f in $(FUZZERS); do \
 	  echo "fuzzing $$f for $(FUZZ_SECONDS) s"; \
-	  corpus=tests/fuzz/corpus/$${f%_fuzzer}; corpus=$${corpus%_decode}; \
+	  corpus=tests/fuzz/corpus/$${f%_fuzzer}; [ -d $$corpus ] || corpus=$${corpus%_decode}; \
 	  mkdir -p $(BUILD_FUZZ)/corpus-$$f; \
 	  ./$(BUILD_FUZZ)/tests/$$f $(BUILD_FUZZ)/corpus-$$f $$( [ -d $$corpus ] && echo $$corpus ) \
+	    -artifact_prefix=$(BUILD_FUZZ)/ \
 	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    > $(BUILD_FUZZ)/$$f.log 2>&1; rc=$$?; \
 	  if [ $$rc -ne 0 ]; then tail -60 $(BUILD_FUZZ)/$$f.log; exit 1; fi; \

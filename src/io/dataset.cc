@@ -38,7 +38,11 @@ Result<DatasetManifest> DatasetManifest::Parse(std::string_view text) {
   const Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   auto bad = [](const std::string& why) { return DataLossError("manifest: " + why); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  if (j.value("format", "") != "feedline-dataset") return bad("\"format\" is not \"feedline-dataset\"");
+  // Type-check before reading: nlohmann's value()/get() throw on a type
+  // mismatch (found by tests/fuzz/manifest_fuzzer.cc).
+  if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "feedline-dataset") {
+    return bad("\"format\" is not \"feedline-dataset\"");
+  }
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1) {
     return InvalidArgumentError("manifest: unsupported \"version\" (this build reads 1)");
   }
