@@ -15,6 +15,7 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
+#include "feedline/webdataset.h"
 #include "python/bindings/errors.h"
 
 namespace py = pybind11;
@@ -109,12 +110,30 @@ class PyLoader {
   // raw_max_bytes > 0: raw records (RawFolderPipeline) instead of images.
   PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
            uint64_t raw_max_bytes) {
-    // A directory with a manifest is a packed dataset; otherwise an image folder.
+    // A directory with a manifest is a packed dataset; a .tar file or a
+    // directory of them is WebDataset; otherwise an image folder.
     std::shared_ptr<const SampleOp> read;
     uint64_t n = 0;
     {
       py::gil_scoped_release release;
-      if (std::filesystem::exists(std::filesystem::path(root) / kManifestName)) {
+      namespace fs = std::filesystem;
+      bool tars = fs::path(root).extension() == ".tar";
+      if (!tars && fs::is_directory(root) && !fs::exists(fs::path(root) / kManifestName)) {
+        bool any_tar = false, any_dir = false;
+        for (const auto& e : fs::directory_iterator(root)) {
+          any_tar |= e.path().extension() == ".tar";
+          any_dir |= e.is_directory();
+        }
+        tars = any_tar && !any_dir;
+      }
+      if (tars) {
+        Result<std::shared_ptr<const TarDataset>> ds = TarDataset::OpenPath(root);
+        status_ = ds.status();
+        if (ds.ok()) {
+          n = (*ds)->num_samples();
+          read = MakeTarReadOp(*ds);
+        }
+      } else if (fs::exists(fs::path(root) / kManifestName)) {
         Result<std::shared_ptr<const ShardDataset>> ds = ShardDataset::Open(root);
         status_ = ds.status();
         if (ds.ok()) {

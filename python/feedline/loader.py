@@ -50,7 +50,9 @@ class Loader:
 
     Args:
         source: root of an ImageFolder tree (class sub-folders give labels),
-            or a dataset directory made by `feedline pack` (has manifest.json).
+            a dataset directory made by `feedline pack` (has manifest.json),
+            or WebDataset tar shards (a .tar file or a directory of them;
+            labels from .cls members).
         batch_size: samples per batch on this rank.
         transform: from feedline.transforms; default imagenet_train(224).
         shuffle: a new random order every epoch (from seed and epoch).

@@ -1,0 +1,60 @@
+// WebDataset tar shards, read as they are: members whose names share a key
+// (the path up to the first '.' of the file name, e.g. "n0153/000017" for
+// "n0153/000017.jpg" and "n0153/000017.cls") form one sample; the image is
+// the .jpg/.jpeg/.png member and the label is the integer in .cls (-1 when
+// absent). Tars are indexed once at open by walking their headers (ustar,
+// GNU long names, PAX path records), with every header checksum and size
+// checked against the file; reads are then one pread per sample.
+//
+// Thread safety: a TarDataset is immutable after Open; reads are safe for
+// concurrent use.
+#ifndef FEEDLINE_WEBDATASET_H_
+#define FEEDLINE_WEBDATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "feedline/export.h"
+#include "feedline/sample.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+struct FEEDLINE_EXPORT TarSample {
+  uint32_t tar = 0;       // index into TarDataset::paths()
+  std::string key;
+  uint64_t offset = 0;    // of the image bytes in the tar
+  uint64_t size = 0;
+  int64_t label = -1;
+};
+
+class FEEDLINE_EXPORT TarDataset {
+ public:
+  // `paths`: tar files, in order (sample order follows them). Errors name the
+  // tar, the member's header offset and the reason.
+  static Result<std::shared_ptr<const TarDataset>> Open(std::vector<std::string> paths);
+  // A .tar file, or a directory of .tar files (sorted by name).
+  static Result<std::shared_ptr<const TarDataset>> OpenPath(const std::string& path);
+  ~TarDataset();
+
+  uint64_t num_samples() const { return samples_.size(); }
+  const TarSample& sample(uint64_t i) const { return samples_[i]; }
+  const std::vector<std::string>& paths() const { return paths_; }
+  // Reads sample i's image bytes into `out`.
+  Status Read(uint64_t i, std::vector<uint8_t>* out) const;
+
+ private:
+  std::vector<std::string> paths_;
+  std::vector<int> fds_;
+  std::vector<TarSample> samples_;
+};
+
+// Reads sample i of the tars into the sample's bytes; sets label, key and
+// location (tar path, sample number, offset).
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeTarReadOp(std::shared_ptr<const TarDataset> dataset);
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_WEBDATASET_H_

@@ -1,0 +1,254 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "feedline/webdataset.h"
+
+namespace feedline {
+namespace {
+
+constexpr uint64_t kBlock = 512;
+// A label file is a short decimal integer; anything longer is not one.
+constexpr uint64_t kMaxClsBytes = 64;
+
+Status PreadAll(int fd, uint64_t offset, void* out, size_t n, const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      return DataLossError("tar '" + path + "': " + (got < 0 ? std::string(std::strerror(errno)) : "unexpected end") +
+                           " reading " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Status::OK();
+}
+
+// Octal numeric field (NUL/space padded); base-256 for GNU large sizes.
+bool ParseNumber(const uint8_t* p, size_t n, uint64_t* out) {
+  if (p[0] & 0x80) {  // base-256
+    uint64_t v = p[0] & 0x7F;
+    for (size_t i = 1; i < n; ++i) {
+      if (v >> 56) return false;
+      v = (v << 8) | p[i];
+    }
+    *out = v;
+    return true;
+  }
+  uint64_t v = 0;
+  size_t i = 0;
+  while (i < n && p[i] == ' ') ++i;
+  bool any = false;
+  for (; i < n && p[i] >= '0' && p[i] <= '7'; ++i) {
+    if (v >> 60) return false;
+    v = v * 8 + (p[i] - '0');
+    any = true;
+  }
+  for (; i < n; ++i) {
+    if (p[i] != ' ' && p[i] != '\0') return false;
+  }
+  *out = v;
+  return any;
+}
+
+std::string Field(const uint8_t* p, size_t n) {
+  size_t len = 0;
+  while (len < n && p[len] != '\0') ++len;
+  return std::string(reinterpret_cast<const char*>(p), len);
+}
+
+// The value of "path=" in a PAX extended header ("<len> key=value\n"...).
+std::string PaxPath(const std::string& data) {
+  size_t pos = 0;
+  while (pos < data.size()) {
+    const size_t space = data.find(' ', pos);
+    if (space == std::string::npos) break;
+    const size_t len = std::strtoul(data.c_str() + pos, nullptr, 10);
+    if (len == 0 || pos + len > data.size()) break;
+    const std::string record = data.substr(space + 1, pos + len - space - 2);  // drop '\n'
+    if (record.rfind("path=", 0) == 0) return record.substr(5);
+    pos += len;
+  }
+  return "";
+}
+
+struct Member {
+  std::string name;
+  uint64_t offset, size, header_offset;
+};
+
+}  // namespace
+
+TarDataset::~TarDataset() {
+  for (int fd : fds_) ::close(fd);
+}
+
+Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::string> paths) {
+  if (paths.empty()) return InvalidArgumentError("no tar files given");
+  auto ds = std::shared_ptr<TarDataset>(new TarDataset());
+  ds->paths_ = std::move(paths);
+  for (uint32_t t = 0; t < ds->paths_.size(); ++t) {
+    const std::string& path = ds->paths_[t];
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const std::string msg = "cannot open tar '" + path + "': " + std::strerror(errno);
+      return errno == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
+    }
+    ds->fds_.push_back(fd);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return UnavailableError("cannot stat tar '" + path + "'");
+    const auto size = static_cast<uint64_t>(st.st_size);
+    auto bad = [&path](uint64_t at, const std::string& why) {
+      return DataLossError("tar '" + path + "' member header at offset " + std::to_string(at) + ": " + why);
+    };
+
+    std::vector<Member> members;
+    std::string long_name;
+    uint8_t h[kBlock];
+    uint64_t pos = 0;
+    bool ended = false;
+    while (pos + kBlock <= size) {
+      FEEDLINE_RETURN_IF_ERROR(PreadAll(fd, pos, h, kBlock, path));
+      if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) {
+        ended = true;  // end-of-archive marker
+        break;
+      }
+      uint64_t stored = 0, sum = 0;
+      if (!ParseNumber(h + 148, 8, &stored)) return bad(pos, "unreadable header checksum");
+      for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : h[i];
+      if (sum != stored) return bad(pos, "header checksum mismatch (" + std::to_string(sum) + " != " + std::to_string(stored) + ")");
+      uint64_t member_size = 0;
+      if (!ParseNumber(h + 124, 12, &member_size)) return bad(pos, "unreadable size field");
+      const uint64_t data = pos + kBlock;
+      if (member_size > size || data + member_size > size) {
+        return bad(pos, "member of " + std::to_string(member_size) + " bytes runs past the end of the file (" +
+                            std::to_string(size) + " bytes; truncated?)");
+      }
+      const char type = static_cast<char>(h[156]);
+      std::string name = Field(h, 100);
+      if (std::memcmp(h + 257, "ustar", 5) == 0) {
+        const std::string prefix = Field(h + 345, 155);
+        if (!prefix.empty()) name = prefix + "/" + name;
+      }
+      if (type == 'L' || type == 'x') {  // GNU long name / PAX header for the next member
+        if (member_size > (1u << 20)) return bad(pos, "oversized extended header");
+        std::string text(member_size, '\0');
+        FEEDLINE_RETURN_IF_ERROR(PreadAll(fd, data, text.data(), member_size, path));
+        long_name = type == 'L' ? Field(reinterpret_cast<const uint8_t*>(text.data()), text.size()) : PaxPath(text);
+      } else if (type == '0' || type == '\0' || type == '7') {  // regular file
+        if (!long_name.empty()) name = long_name;
+        members.push_back({name, data, member_size, pos});
+        long_name.clear();
+      } else {
+        long_name.clear();  // directories, links, PAX globals: not samples
+      }
+      pos = data + (member_size + kBlock - 1) / kBlock * kBlock;
+    }
+    if (!ended && pos != size) {
+      return DataLossError("tar '" + path + "' is truncated: " + std::to_string(size - pos) +
+                           " stray bytes at offset " + std::to_string(pos) + " (no end-of-archive marker)");
+    }
+
+    // Group consecutive members by key; a key must not come back later.
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < members.size();) {
+      const Member& m0 = members[i];
+      const size_t slash = m0.name.rfind('/');
+      const size_t dot = m0.name.find('.', slash == std::string::npos ? 0 : slash + 1);
+      const std::string key = m0.name.substr(0, dot);
+      if (seen.count(key)) {
+        return bad(m0.header_offset, "key '" + key + "' appears again after other samples (WebDataset needs a "
+                                     "sample's files together)");
+      }
+      seen[key] = i;
+      TarSample s;
+      s.tar = t;
+      s.key = key;
+      bool has_image = false;
+      for (; i < members.size(); ++i) {
+        const Member& m = members[i];
+        const size_t sl = m.name.rfind('/');
+        const size_t d = m.name.find('.', sl == std::string::npos ? 0 : sl + 1);
+        if (m.name.substr(0, d) != key) break;
+        std::string ext = d == std::string::npos ? "" : m.name.substr(d + 1);
+        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (ext == "jpg" || ext == "jpeg" || ext == "png") {
+          s.offset = m.offset;
+          s.size = m.size;
+          has_image = true;
+        } else if (ext == "cls") {
+          if (m.size > kMaxClsBytes) return bad(m.header_offset, "'" + m.name + "' is too long for a label");
+          std::string text(m.size, '\0');
+          FEEDLINE_RETURN_IF_ERROR(PreadAll(fd, m.offset, text.data(), m.size, path));
+          char* end = nullptr;
+          s.label = std::strtoll(text.c_str(), &end, 10);
+          while (end && (*end == '\n' || *end == ' ' || *end == '\r')) ++end;
+          if (text.empty() || end == nullptr || *end != '\0') {
+            return bad(m.header_offset, "'" + m.name + "' does not hold an integer label");
+          }
+        }
+      }
+      if (!has_image) return bad(m0.header_offset, "sample '" + key + "' has no .jpg/.jpeg/.png member");
+      ds->samples_.push_back(std::move(s));
+    }
+  }
+  if (ds->samples_.empty()) return InvalidArgumentError("the tar files hold no samples");
+  return std::shared_ptr<const TarDataset>(std::move(ds));
+}
+
+Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return Open({path});
+  std::vector<std::string> tars;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    if (e.path().extension() == ".tar") tars.push_back(e.path().string());
+  }
+  std::sort(tars.begin(), tars.end());
+  if (tars.empty()) return NotFoundError("no .tar files in '" + path + "'");
+  return Open(std::move(tars));
+}
+
+Status TarDataset::Read(uint64_t i, std::vector<uint8_t>* out) const {
+  const TarSample& s = samples_[i];
+  out->resize(s.size);
+  return PreadAll(fds_[s.tar], s.offset, out->data(), s.size, paths_[s.tar]);
+}
+
+namespace {
+
+class TarReadOp final : public SampleOp {
+ public:
+  explicit TarReadOp(std::shared_ptr<const TarDataset> ds) : ds_(std::move(ds)) {}
+  std::string_view name() const override { return "read"; }
+  Status Apply(Sample& s, OpState* /*state*/) const override {
+    const TarSample& t = ds_->sample(s.id());
+    s.location().file = ds_->paths()[t.tar];
+    s.location().record = static_cast<int64_t>(s.id());
+    s.location().offset = static_cast<int64_t>(t.offset);
+    s.location().key = t.key;
+    s.label = t.label;
+    FEEDLINE_RETURN_IF_ERROR(ds_->Read(s.id(), &s.scratch()));
+    s.set_data(s.scratch());
+    return Status::OK();
+  }
+
+ private:
+  std::shared_ptr<const TarDataset> ds_;
+};
+
+}  // namespace
+
+std::shared_ptr<const SampleOp> MakeTarReadOp(std::shared_ptr<const TarDataset> dataset) {
+  return std::make_shared<TarReadOp>(std::move(dataset));
+}
+
+}  // namespace feedline

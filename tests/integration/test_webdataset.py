@@ -1,0 +1,98 @@
+"""WebDataset tar shards read as they are (src/io/tar_dataset.cc), written
+by Python's tarfile in the layouts tools produce (ustar, GNU long names,
+PAX), and their faults."""
+import io
+import pathlib
+import subprocess
+import tarfile
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, feedline_bin):
+    root = tmp_path_factory.mktemp("wds") / "images"
+    subprocess.run([feedline_bin, "gen-dataset", str(root), "--images", "60", "--classes", "3",
+                    "--photos", str(ROOT / "tests" / "data" / "photos")], check=True, capture_output=True)
+    return root
+
+
+def write_tars(folder, out, per_tar=25, fmt=tarfile.USTAR_FORMAT, long_keys=False):
+    """The folder's files in sorted order (ImageFolder's), as WebDataset samples."""
+    out.mkdir(parents=True, exist_ok=True)
+    classes = sorted(p.name for p in folder.iterdir())
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    for t in range(0, len(files), per_tar):
+        with tarfile.open(out / f"shard-{t // per_tar:04d}.tar", "w", format=fmt) as tar:
+            for i, f in enumerate(files[t:t + per_tar], start=t):
+                key = f"{f.parent.name}/{i:06d}" + ("_" + "x" * 120 if long_keys else "")
+                for name, data in ((f"{key}{f.suffix}", f.read_bytes()),
+                                   (f"{key}.cls", str(classes.index(f.parent.name)).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+@pytest.mark.parametrize("fmt,long_keys", [(tarfile.USTAR_FORMAT, False), (tarfile.GNU_FORMAT, True),
+                                           (tarfile.PAX_FORMAT, True)])
+def test_tars_load_like_the_folder(folder, tmp_path, fmt, long_keys):
+    import feedline
+    tars = write_tars(folder, tmp_path / "tars", fmt=fmt, long_keys=long_keys)
+    x = feedline.Loader(folder, batch_size=12, shuffle=True, seed=6, num_threads=2)
+    y = feedline.Loader(tars, batch_size=12, shuffle=True, seed=6, num_threads=2)
+    assert len(x) == len(y) == 5
+    for (xi, xl), (yi, yl) in zip(x, y):
+        assert torch.equal(xi, yi) and torch.equal(xl, yl)
+    single = feedline.Loader(sorted(tars.glob("*.tar"))[0], batch_size=5)
+    assert len(single) == 5
+
+
+def test_corrupt_and_truncated_tars_name_the_place(folder, tmp_path):
+    import feedline
+    tars = write_tars(folder, tmp_path / "tars")
+    first = sorted(tars.glob("*.tar"))[0]
+    with tarfile.open(first) as t:
+        third_header = t.getmembers()[2].offset
+    data = bytearray(first.read_bytes())
+    data[third_header + 10] ^= 0x20  # a byte of the third member's name
+    bad = tmp_path / "bad" / "x.tar"
+    bad.parent.mkdir()
+    bad.write_bytes(bytes(data))
+    with pytest.raises(feedline.Error, match=rf"x\.tar' member header at offset {third_header}: header checksum"):
+        feedline.Loader(bad, batch_size=4)
+    cut = tmp_path / "cut" / "y.tar"
+    cut.parent.mkdir()
+    cut.write_bytes(first.read_bytes()[: 512 * 20 + 100])
+    with pytest.raises(feedline.Error, match=r"y\.tar.*(runs past the end|truncated)"):
+        feedline.Loader(cut, batch_size=4)
+    header = bytearray(first.read_bytes())
+    header[148:156] = b"0000000\0"  # header checksum of the first member
+    hc = tmp_path / "hc" / "z.tar"
+    hc.parent.mkdir()
+    hc.write_bytes(bytes(header))
+    with pytest.raises(feedline.Error, match=r"z\.tar' member header at offset 0: header checksum mismatch"):
+        feedline.Loader(hc, batch_size=4)
+
+
+def test_samples_without_images_or_with_split_keys_are_refused(tmp_path):
+    import feedline
+    def tar_of(path, members):
+        with tarfile.open(path, "w") as tar:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    jpg = (ROOT / "tests" / "fuzz" / "corpus" / "image" / "rgb.jpg").read_bytes()
+    tar_of(tmp_path / "a.tar", [("k1.cls", b"3"), ("k1.txt", b"hi")])
+    with pytest.raises(feedline.Error, match="sample 'k1' has no .jpg"):
+        feedline.Loader(tmp_path / "a.tar", batch_size=1)
+    tar_of(tmp_path / "b.tar", [("k1.jpg", jpg), ("k2.jpg", jpg), ("k1.cls", b"1")])
+    with pytest.raises(feedline.Error, match="key 'k1' appears again"):
+        feedline.Loader(tmp_path / "b.tar", batch_size=1)
+    tar_of(tmp_path / "c.tar", [("k1.jpg", jpg), ("k1.cls", b"cat")])
+    with pytest.raises(feedline.Error, match="does not hold an integer label"):
+        feedline.Loader(tmp_path / "c.tar", batch_size=1)
