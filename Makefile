@@ -46,6 +46,7 @@ test: build
 	@echo "benchmark smoke (quick mode, so the benchmark code cannot rot):"
 	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py --quick >/dev/null
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
 
 # BENCH_IMAGES / BENCH_REPEATS choose the dataset size and repeats.
 BENCH_IMAGES ?= 2000
@@ -53,6 +54,8 @@ BENCH_REPEATS ?= 3
 bench: build
 	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py \
+	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 
 # Sanitizer builds use clang: its TSan is the reference implementation and

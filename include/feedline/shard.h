@@ -82,8 +82,9 @@ class FEEDLINE_EXPORT ShardReader {
   ShardReader(const ShardReader&) = delete;
   ShardReader& operator=(const ShardReader&) = delete;
 
-  // Reads record i: its fields view `*scratch` (resized as needed). Checks
-  // 5-6 of the spec. OutOfRange for i >= num_records().
+  // Reads record i with one pread: its fields view `*scratch` (resized to
+  // the record's extent). Checks 5-6 of the spec. OutOfRange for
+  // i >= num_records().
   Status Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord* out) const;
 
   uint64_t num_records() const { return offsets_.size(); }

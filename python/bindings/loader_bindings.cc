@@ -7,15 +7,13 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
-#include <filesystem>
 #include <memory>
 #include <string>
 
-#include "feedline/dataset.h"
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
-#include "feedline/webdataset.h"
+#include "feedline/source.h"
 #include "python/bindings/errors.h"
 
 namespace py = pybind11;
@@ -104,56 +102,24 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   return d;
 }
 
-// Owns one C++ loader over an image folder or a packed dataset.
+// Owns one C++ loader over any source OpenSource knows.
 class PyLoader {
  public:
-  // raw_max_bytes > 0: raw records (RawFolderPipeline) instead of images.
+  // raw_max_bytes > 0: raw records (MakeRawPipeline) instead of images.
   PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
            uint64_t raw_max_bytes) {
-    // A directory with a manifest is a packed dataset; a .tar file or a
-    // directory of them is WebDataset; otherwise an image folder.
-    std::shared_ptr<const SampleOp> read;
-    uint64_t n = 0;
+    Source source;
     {
       py::gil_scoped_release release;
-      namespace fs = std::filesystem;
-      bool tars = fs::path(root).extension() == ".tar";
-      if (!tars && fs::is_directory(root) && !fs::exists(fs::path(root) / kManifestName)) {
-        bool any_tar = false, any_dir = false;
-        for (const auto& e : fs::directory_iterator(root)) {
-          any_tar |= e.path().extension() == ".tar";
-          any_dir |= e.is_directory();
-        }
-        tars = any_tar && !any_dir;
-      }
-      if (tars) {
-        Result<std::shared_ptr<const TarDataset>> ds = TarDataset::OpenPath(root);
-        status_ = ds.status();
-        if (ds.ok()) {
-          n = (*ds)->num_samples();
-          read = MakeTarReadOp(*ds);
-        }
-      } else if (fs::exists(fs::path(root) / kManifestName)) {
-        Result<std::shared_ptr<const ShardDataset>> ds = ShardDataset::Open(root);
-        status_ = ds.status();
-        if (ds.ok()) {
-          classes_ = (*ds)->manifest().classes;
-          n = (*ds)->num_records();
-          read = MakeShardReadOp(*ds);
-        }
-      } else {
-        Result<std::shared_ptr<const ImageFolder>> f = ImageFolder::Open(root);
-        status_ = f.status();
-        if (f.ok()) {
-          classes_ = (*f)->classes;
-          n = (*f)->files.size();
-          read = MakeReadFileOp(*f);
-        }
-      }
+      Result<Source> opened = OpenSource(root);
+      status_ = opened.status();
+      if (opened.ok()) source = std::move(opened).value();
     }
     ThrowIfError(status_);
-    Pipeline pipeline = raw_max_bytes > 0 ? MakeRawPipeline(read, n, raw_max_bytes)
-                                          : MakeImagePipeline(read, n, transform);
+    classes_ = source.classes;
+    Pipeline pipeline = raw_max_bytes > 0
+                            ? MakeRawPipeline(source.read_op, source.num_samples, raw_max_bytes)
+                            : MakeImagePipeline(source.read_op, source.num_samples, transform);
     loader_ = ValueOrThrow(Loader::Create(std::move(pipeline), options));
   }
 

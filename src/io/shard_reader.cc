@@ -172,8 +172,13 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
   }
   const uint64_t offset = offsets_[i];
   const uint64_t end = i + 1 < offsets_.size() ? offsets_[i + 1] : index_offset_;
-  uint8_t h[shard::kRecordHeaderSize];
-  FEEDLINE_RETURN_IF_ERROR(ReadAt(offset, h, sizeof(h)));
+  // One read for header and payload: the extent comes from the index, which
+  // Open checked against the file size, so this never allocates more than
+  // the record's share of the file.
+  const uint64_t extent = end - offset;
+  scratch->resize(extent);
+  FEEDLINE_RETURN_IF_ERROR(ReadAt(offset, scratch->data(), extent));
+  const uint8_t* h = scratch->data();
   if (std::memcmp(h, shard::kRecordMagic, sizeof(shard::kRecordMagic)) != 0) {
     return RecordError(i, "bad record magic (index points at no record)");
   }
@@ -182,17 +187,14 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
     return RecordError(i, "index points at record " + std::to_string(Fixed64(h + 8)));
   }
   const uint64_t payload = DecodeFixed32(h + 4);
-  // Checked before allocating: the length must fill the space to the next record exactly.
-  if (payload + shard::kRecordHeaderSize != end - offset || payload < shard::kPayloadFixedSize) {
+  if (payload + shard::kRecordHeaderSize != extent || payload < shard::kPayloadFixedSize) {
     return RecordError(i, "record length " + std::to_string(payload) + " disagrees with the index (" +
-                              std::to_string(end - offset - shard::kRecordHeaderSize) + " bytes available)");
+                              std::to_string(extent - shard::kRecordHeaderSize) + " bytes available)");
   }
-  scratch->resize(payload);
-  FEEDLINE_RETURN_IF_ERROR(ReadAt(offset + shard::kRecordHeaderSize, scratch->data(), payload));
-  if (UnmaskCrc(DecodeFixed32(h + 16)) != core::Crc32c(scratch->data(), payload)) {
+  if (UnmaskCrc(DecodeFixed32(h + 16)) != core::Crc32c(h + shard::kRecordHeaderSize, payload)) {
     return RecordError(i, "checksum mismatch");
   }
-  const uint8_t* p = scratch->data();
+  const uint8_t* p = scratch->data() + shard::kRecordHeaderSize;
   const uint64_t k = DecodeFixed32(p + 8), m = DecodeFixed32(p + 12), d = DecodeFixed32(p + 16);
   if (shard::kPayloadFixedSize + k + m + d != payload) {
     return RecordError(i, "field lengths (" + std::to_string(k) + " + " + std::to_string(m) + " + " +

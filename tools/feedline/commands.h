@@ -13,6 +13,7 @@ int RunImage(const std::vector<std::string>& args);
 int RunGenDataset(const std::vector<std::string>& args);
 int RunBenchPipeline(const std::vector<std::string>& args);
 int RunPack(const std::vector<std::string>& args);
+int RunBenchRead(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 

@@ -18,7 +18,8 @@ void Usage() {
                "  bench-pipeline DIR [options]       measure one loader configuration (JSON)\n"
                "  pack SRC OUT [options]             pack an image folder or list into shards\n"
                "  verify DIR                         check every checksum of a packed dataset\n"
-               "  inspect DIR                        summarise a packed dataset\n");
+               "  inspect DIR                        summarise a packed dataset\n"
+               "  bench-read SRC [options]           read throughput of a source, no decode (JSON)\n");
 }
 
 }  // namespace
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (command == "pack") return feedline::cli::RunPack(args);
   if (command == "verify") return feedline::cli::RunVerify(args);
   if (command == "inspect") return feedline::cli::RunInspect(args);
+  if (command == "bench-read") return feedline::cli::RunBenchRead(args);
   std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
   Usage();
   return 2;

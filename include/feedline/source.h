@@ -1,0 +1,33 @@
+// Opening any supported data source by path: a dataset packed by `feedline
+// pack` (a directory with manifest.json), WebDataset tar shards (a .tar file
+// or a directory holding only .tar files), or an ImageFolder tree.
+#ifndef FEEDLINE_SOURCE_H_
+#define FEEDLINE_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "feedline/export.h"
+#include "feedline/sample.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+struct FEEDLINE_EXPORT Source {
+  enum class Kind { kShards, kTar, kImageFolder };
+  Kind kind = Kind::kImageFolder;
+  std::shared_ptr<const SampleOp> read_op;  // fills bytes, label, location
+  uint64_t num_samples = 0;
+  std::vector<std::string> classes;  // empty when the source has none (tars)
+};
+
+FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder"
+
+// Errors are those of the underlying opener, naming the file.
+FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path);
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_SOURCE_H_

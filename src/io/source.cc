@@ -1,0 +1,54 @@
+#include "feedline/source.h"
+
+#include <filesystem>
+
+#include "feedline/dataset.h"
+#include "feedline/image_folder.h"
+#include "feedline/webdataset.h"
+
+namespace feedline {
+
+const char* SourceKindName(Source::Kind kind) {
+  switch (kind) {
+    case Source::Kind::kShards: return "shards";
+    case Source::Kind::kTar: return "tar";
+    case Source::Kind::kImageFolder: return "folder";
+  }
+  return "?";
+}
+
+Result<Source> OpenSource(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  Source s;
+  bool tars = fs::path(path).extension() == ".tar";
+  if (!tars && fs::is_directory(path, ec) && !fs::exists(fs::path(path) / kManifestName, ec)) {
+    bool any_tar = false, any_dir = false;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      any_tar |= e.path().extension() == ".tar";
+      any_dir |= e.is_directory();
+    }
+    tars = any_tar && !any_dir;
+  }
+  if (tars) {
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TarDataset> ds, TarDataset::OpenPath(path));
+    s.kind = Source::Kind::kTar;
+    s.num_samples = ds->num_samples();
+    s.read_op = MakeTarReadOp(std::move(ds));
+  } else if (fs::exists(fs::path(path) / kManifestName, ec)) {
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path));
+    s.kind = Source::Kind::kShards;
+    s.num_samples = ds->num_records();
+    s.classes = ds->manifest().classes;
+    s.read_op = MakeShardReadOp(std::move(ds));
+  } else {
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder, ImageFolder::Open(path));
+    s.kind = Source::Kind::kImageFolder;
+    s.num_samples = folder->files.size();
+    s.classes = folder->classes;
+    s.read_op = MakeReadFileOp(std::move(folder));
+  }
+  return s;
+}
+
+}  // namespace feedline
