@@ -16,6 +16,8 @@ PACKAGES=(
   libjpeg62-turbo-dev  # JPEG decode (crop + DCT scaling) and encode (dataset generator)
   libspng-dev          # PNG decode/encode with size and chunk limits
   nlohmann-json3-dev   # dataset manifests and JSON Lines pack inputs (header-only)
+  libcurl4-openssl-dev # HTTP(S) range reads of remote datasets
+  nginx                # the real HTTP server the remote-read tests start on 127.0.0.1
   # Python side: the reference (PIL/torchvision) tests and the peer benchmark.
   python3-dev          # the pybind11 extension
   pybind11-dev

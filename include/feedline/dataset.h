@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "feedline/export.h"
+#include "feedline/file.h"
 #include "feedline/image.h"
 #include "feedline/sample.h"
 #include "feedline/shard.h"
@@ -43,7 +44,8 @@ class FEEDLINE_EXPORT ShardDataset {
   // Opens `dir`/manifest.json and every shard in it, checking each shard's
   // size and record count against the manifest (whole-file checksums are
   // `feedline verify`'s job). Errors name the shard and both values.
-  static Result<std::shared_ptr<const ShardDataset>> Open(const std::string& dir);
+  // `dir` may be an http(s):// URL; `http` then sets timeouts and retries.
+  static Result<std::shared_ptr<const ShardDataset>> Open(const std::string& dir, const HttpOptions& http = {});
 
   uint64_t num_records() const { return manifest_.records; }
   const DatasetManifest& manifest() const { return manifest_; }

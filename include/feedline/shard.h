@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "feedline/export.h"
+#include "feedline/file.h"
 #include "feedline/status.h"
 
 namespace feedline {
@@ -74,11 +75,11 @@ class FEEDLINE_EXPORT ShardWriter {
 class FEEDLINE_EXPORT ShardReader {
  public:
   // Opens and verifies header, footer and index (docs/shard_format.md,
-  // "What a reader must verify", 1-4). Errors: NotFound; DataLoss naming the
-  // check that failed; InvalidArgument for a foreign file or an unknown
-  // version (naming found and supported versions).
-  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path);
-  ~ShardReader();
+  // "What a reader must verify", 1-4). `path` may be an HTTP(S) URL. Errors:
+  // NotFound; DataLoss naming the check that failed; InvalidArgument for a
+  // foreign file or an unknown version (naming found and supported versions).
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, const HttpOptions& http = {});
+  static Result<std::unique_ptr<ShardReader>> Open(std::unique_ptr<RandomAccessFile> file);
   ShardReader(const ShardReader&) = delete;
   ShardReader& operator=(const ShardReader&) = delete;
 
@@ -95,13 +96,13 @@ class FEEDLINE_EXPORT ShardReader {
   Result<uint32_t> FileCrc32c() const;
 
  private:
-  ShardReader(std::string path, int fd, uint64_t size);
-  Status ReadAt(uint64_t offset, void* out, size_t n) const;
+  explicit ShardReader(std::unique_ptr<RandomAccessFile> file);
+  Status ReadAt(uint64_t offset, void* out, size_t n) const { return file_->Read(offset, n, out); }
   Status RecordError(uint64_t i, std::string_view reason) const;
   std::string DescribeTruncation() const;
 
+  std::unique_ptr<RandomAccessFile> file_;
   std::string path_;
-  int fd_;
   uint64_t file_size_;
   uint64_t index_offset_ = 0;
   std::vector<uint64_t> offsets_;

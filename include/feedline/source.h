@@ -1,6 +1,7 @@
 // Opening any supported data source by path: a dataset packed by `feedline
-// pack` (a directory with manifest.json), WebDataset tar shards (a .tar file
-// or a directory holding only .tar files), or an ImageFolder tree.
+// pack` (a directory with manifest.json, or its http(s):// URL), WebDataset
+// tar shards (a .tar file or a directory holding only .tar files), or an
+// ImageFolder tree.
 #ifndef FEEDLINE_SOURCE_H_
 #define FEEDLINE_SOURCE_H_
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "feedline/export.h"
+#include "feedline/file.h"
 #include "feedline/sample.h"
 #include "feedline/status.h"
 
@@ -26,7 +28,7 @@ struct FEEDLINE_EXPORT Source {
 FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder"
 
 // Errors are those of the underlying opener, naming the file.
-FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path);
+FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path, const HttpOptions& http = {});
 
 }  // namespace feedline
 

@@ -107,11 +107,11 @@ class PyLoader {
  public:
   // raw_max_bytes > 0: raw records (MakeRawPipeline) instead of images.
   PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
-           uint64_t raw_max_bytes) {
+           uint64_t raw_max_bytes, const HttpOptions& http) {
     Source source;
     {
       py::gil_scoped_release release;
-      Result<Source> opened = OpenSource(root);
+      Result<Source> opened = OpenSource(root, http);
       status_ = opened.status();
       if (opened.ok()) source = std::move(opened).value();
     }
@@ -223,6 +223,14 @@ void RegisterLoader(py::module_& m) {
   m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
   m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
 
+  py::class_<HttpOptions>(m, "HttpOptions")
+      .def(py::init<>())
+      .def_readwrite("connect_timeout_ms", &HttpOptions::connect_timeout_ms)
+      .def_readwrite("stall_timeout_ms", &HttpOptions::stall_timeout_ms)
+      .def_readwrite("request_timeout_ms", &HttpOptions::request_timeout_ms)
+      .def_readwrite("max_attempts", &HttpOptions::max_attempts)
+      .def_readwrite("initial_backoff_ms", &HttpOptions::initial_backoff_ms);
+
   py::class_<LoaderOptions>(m, "LoaderOptions")
       .def(py::init<>())
       .def_readwrite("batch_size", &LoaderOptions::batch_size)
@@ -241,8 +249,9 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
   py::class_<PyLoader>(m, "ImageFolderLoader")
-      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t>(),
-           py::arg("root"), py::arg("transform"), py::arg("options"), py::arg("raw_max_bytes") = 0)
+      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t, const HttpOptions&>(),
+           py::arg("root"), py::arg("transform"), py::arg("options"), py::arg("raw_max_bytes") = 0,
+           py::arg("http") = HttpOptions())
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

@@ -51,8 +51,9 @@ class Loader:
     Args:
         source: root of an ImageFolder tree (class sub-folders give labels),
             a dataset directory made by `feedline pack` (has manifest.json),
-            or WebDataset tar shards (a .tar file or a directory of them;
-            labels from .cls members).
+            WebDataset tar shards (a .tar file or a directory of them;
+            labels from .cls members), or the http(s):// URL of a packed
+            dataset (read with range requests).
         batch_size: samples per batch on this rank.
         transform: from feedline.transforms; default imagenet_train(224).
         shuffle: a new random order every epoch (from seed and epoch).
@@ -71,6 +72,10 @@ class Loader:
         rank, world_size: default from torch.distributed or RANK/WORLD_SIZE.
         elastic: accept states saved at another world size with the same
             global batch size (batch_size x world_size).
+        http_timeout: for http(s):// sources, seconds to connect, and seconds
+            a transfer may stall, before the attempt fails.
+        http_retries: further attempts per request after a failure, with
+            exponential backoff; then the error names the URL and range.
 
     Iterating yields (images, labels) tensors for one epoch; the next
     iteration runs the next epoch. Tensors view the loader's batch buffers,
@@ -80,7 +85,8 @@ class Loader:
 
     def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
                  num_threads="auto", prefetch_batches=2, max_bytes=1 << 32, max_errors=0, timeout=0.0,
-                 rank=None, world_size=None, elastic=False, _raw_max_bytes=0):
+                 rank=None, world_size=None, elastic=False, http_timeout=10.0, http_retries=3,
+                 _raw_max_bytes=0):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -102,10 +108,13 @@ class Loader:
         o.stall_timeout_ms = int(timeout * 1000)
         o.rank, o.world_size = rank, world_size
         o.elastic = elastic
-        self.source = os.fspath(source)
+        self.source = source if isinstance(source, str) else os.fspath(source)
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.transform = transform if transform is not None else _transforms.imagenet_train()
-        self._loader = _C.ImageFolderLoader(self.source, self.transform, o, _raw_max_bytes)
+        http = _C.HttpOptions()
+        http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
+        http.max_attempts = 1 + int(http_retries)
+        self._loader = _C.ImageFolderLoader(self.source, self.transform, o, _raw_max_bytes, http)
         self._resume_pending = False
         self._mid_epoch = False
 

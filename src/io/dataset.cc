@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "feedline/file.h"
 #include "feedline/image_folder.h"
 
 namespace feedline {
@@ -86,20 +86,16 @@ Result<DatasetManifest> DatasetManifest::Parse(std::string_view text) {
   return m;
 }
 
-Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / kManifestName).string();
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return NotFoundError("no dataset manifest at '" + path + "'");
-  std::string text;
-  char buf[65536];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) {
-    text.append(buf, n);
-    if (text.size() > (64u << 20)) {
-      std::fclose(f);
-      return DataLossError("manifest '" + path + "' is over 64 MiB");
-    }
+Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string& dir, const HttpOptions& http) {
+  const std::string path = JoinName(dir, kManifestName);
+  Result<std::unique_ptr<RandomAccessFile>> file = OpenFile(path, http);
+  if (!file.ok()) {
+    if (file.status().code() == StatusCode::kNotFound) return NotFoundError("no dataset manifest at '" + path + "'");
+    return file.status();
   }
-  std::fclose(f);
+  if ((*file)->size() > (64u << 20)) return DataLossError("manifest '" + path + "' is over 64 MiB");
+  std::string text((*file)->size(), '\0');
+  FEEDLINE_RETURN_IF_ERROR((*file)->Read(0, text.size(), text.data()));
   Result<DatasetManifest> m = DatasetManifest::Parse(text);
   if (!m.ok()) return m.status().WithContext(path);
   auto ds = std::make_shared<ShardDataset>();
@@ -107,8 +103,8 @@ Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string
   ds->manifest_ = std::move(m).value();
   uint64_t first = 0;
   for (const ShardInfo& s : ds->manifest_.shards) {
-    const std::string shard_path = (std::filesystem::path(dir) / s.name).string();
-    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(shard_path));
+    const std::string shard_path = JoinName(dir, s.name);
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(shard_path, http));
     if (r->file_size() != s.bytes || r->num_records() != s.records) {
       return DataLossError("shard '" + shard_path + "' disagrees with the manifest: " +
                            std::to_string(r->file_size()) + " bytes and " + std::to_string(r->num_records()) +

@@ -1,8 +1,3 @@
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -48,47 +43,18 @@ std::string ShardReader::DescribeTruncation() const {
          ", where the file has " + std::to_string(file_size_ - offset) + " more bytes but no valid footer";
 }
 
-ShardReader::ShardReader(std::string path, int fd, uint64_t size)
-    : path_(std::move(path)), fd_(fd), file_size_(size) {}
+ShardReader::ShardReader(std::unique_ptr<RandomAccessFile> file)
+    : file_(std::move(file)), path_(file_->name()), file_size_(file_->size()) {}
 
-ShardReader::~ShardReader() { ::close(fd_); }
-
-Status ShardReader::ReadAt(uint64_t offset, void* out, size_t n) const {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, n - done,
-                                static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return UnavailableError("shard '" + path_ + "': read at offset " + std::to_string(offset + done) +
-                              " failed: " + std::strerror(errno));
-    }
-    if (got == 0) {
-      return DataLossError("shard '" + path_ + "': truncated: no data at offset " +
-                           std::to_string(offset + done) + " (the file shrank?)");
-    }
-    done += static_cast<size_t>(got);
-  }
-  return Status::OK();
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, const HttpOptions& http) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path, http));
+  return Open(std::move(file));
 }
 
-Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string msg = "cannot open shard '" + path + "': " + std::strerror(err);
-    return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return UnavailableError("cannot stat shard '" + path + "': " + std::strerror(err));
-  }
-  std::unique_ptr<ShardReader> r(new ShardReader(path, fd, static_cast<uint64_t>(st.st_size)));
-  auto bad = [&path](const std::string& why) {
-    return DataLossError("shard '" + path + "': " + why);
-  };
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAccessFile> file) {
+  std::unique_ptr<ShardReader> r(new ShardReader(std::move(file)));
+  const std::string& path = r->path_;
+  auto bad = [&path](const std::string& why) { return DataLossError("shard '" + path + "': " + why); };
   const uint64_t size = r->file_size_;
   uint8_t h[shard::kHeaderSize];
   if (size < shard::kHeaderSize + shard::kFooterSize) {

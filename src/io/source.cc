@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "feedline/dataset.h"
+#include "feedline/file.h"
 #include "feedline/image_folder.h"
 #include "feedline/webdataset.h"
 
@@ -17,10 +18,18 @@ const char* SourceKindName(Source::Kind kind) {
   return "?";
 }
 
-Result<Source> OpenSource(const std::string& path) {
+Result<Source> OpenSource(const std::string& path, const HttpOptions& http) {
   namespace fs = std::filesystem;
   std::error_code ec;
   Source s;
+  if (IsUrl(path)) {  // remote data: a packed dataset served over HTTP(S)
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path, http));
+    s.kind = Source::Kind::kShards;
+    s.num_samples = ds->num_records();
+    s.classes = ds->manifest().classes;
+    s.read_op = MakeShardReadOp(std::move(ds));
+    return s;
+  }
   bool tars = fs::path(path).extension() == ".tar";
   if (!tars && fs::is_directory(path, ec) && !fs::exists(fs::path(path) / kManifestName, ec)) {
     bool any_tar = false, any_dir = false;

@@ -1,0 +1,78 @@
+// The local implementation of RandomAccessFile, and OpenFile's dispatch.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "feedline/file.h"
+
+namespace feedline {
+
+namespace io {
+Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url, const HttpOptions& options);
+}  // namespace io
+
+namespace {
+
+class PosixFile final : public RandomAccessFile {
+ public:
+  PosixFile(std::string name, int fd, uint64_t size) : name_(std::move(name)), fd_(fd), size_(size) {}
+  ~PosixFile() override { ::close(fd_); }
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+
+  Status Read(uint64_t offset, size_t n, void* out) const override {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        return UnavailableError("'" + name_ + "': read at offset " + std::to_string(offset + done) +
+                                " failed: " + std::strerror(errno));
+      }
+      if (got == 0) {
+        return DataLossError("'" + name_ + "': truncated: no data at offset " + std::to_string(offset + done) +
+                             " (the file shrank?)");
+      }
+      done += static_cast<size_t>(got);
+    }
+    return Status::OK();
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  const std::string name_;
+  const int fd_;
+  const uint64_t size_;
+};
+
+}  // namespace
+
+bool IsUrl(const std::string& name) { return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0; }
+
+std::string JoinName(const std::string& base, const std::string& leaf) {
+  if (base.empty()) return leaf;
+  return base.back() == '/' ? base + leaf : base + "/" + leaf;
+}
+
+Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, const HttpOptions& http) {
+  if (IsUrl(name)) return io::OpenHttpFile(name, http);
+  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string msg = "cannot open '" + name + "': " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return UnavailableError("cannot stat '" + name + "': " + std::strerror(err));
+  }
+  return std::unique_ptr<RandomAccessFile>(new PosixFile(name, fd, static_cast<uint64_t>(st.st_size)));
+}
+
+}  // namespace feedline
