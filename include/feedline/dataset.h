@@ -52,6 +52,8 @@ class FEEDLINE_EXPORT ShardDataset {
   const std::string& dir() const { return dir_; }
   const ShardReader& shard(size_t i) const { return *readers_[i]; }
 
+  // Bytes reading `record` takes (header and payload), from the index.
+  uint64_t RecordBytes(uint64_t record) const;
   // Global record number -> (shard, record in shard).
   void Locate(uint64_t record, size_t* shard, uint64_t* local) const;
   Status Read(uint64_t record, std::vector<uint8_t>* scratch, ShardRecord* out) const;
@@ -63,10 +65,17 @@ class FEEDLINE_EXPORT ShardDataset {
   std::vector<uint64_t> first_record_;  // per shard, prefix sums
 };
 
+struct FEEDLINE_EXPORT ReadAheadOptions {
+  uint64_t max_bytes = 0;  // 0: no read-ahead
+  uint32_t threads = 8;    // fetches in flight at most
+};
+
 // Reads record i of the dataset into the sample's bytes; sets label, key and
-// location (shard path, record, offset).
+// location (shard path, record, offset). With read-ahead, records are
+// fetched ahead of the workers in the loader's order within max_bytes,
+// which the loader takes out of its memory budget (SampleOp::ReservedBytes).
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeShardReadOp(
-    std::shared_ptr<const ShardDataset> dataset);
+    std::shared_ptr<const ShardDataset> dataset, const ReadAheadOptions& read_ahead = {});
 
 // read -> decode_transform -> label over a packed image dataset.
 FEEDLINE_EXPORT Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset,

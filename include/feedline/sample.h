@@ -29,6 +29,7 @@
 #include "feedline/buffer.h"
 #include "feedline/export.h"
 #include "feedline/random.h"
+#include "feedline/sampler.h"
 #include "feedline/status.h"
 
 namespace feedline {
@@ -118,6 +119,18 @@ class FEEDLINE_EXPORT SampleOp {
   // Processes one sample. A non-OK status is a sample error: the engine adds
   // the sample id, op name and location and applies the error policy.
   virtual Status Apply(Sample& sample, OpState* state) const = 0;
+
+  // Called when the loader starts (or restarts) producing an epoch: the
+  // sample ids it will ask for, in order, from position `first` on. Sources
+  // use it to read ahead. Called without any engine lock held, from the
+  // consumer's thread; must not block for long. Default: nothing.
+  virtual void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const {
+    (void)plan;
+    (void)first;
+  }
+  // Bytes this op may hold between samples (read-ahead buffers). The loader
+  // takes them out of its memory budget before sizing the batch ring.
+  virtual uint64_t ReservedBytes() const { return 0; }
 };
 
 // An op from a function, for simple stateless steps and tests.

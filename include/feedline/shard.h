@@ -91,6 +91,10 @@ class FEEDLINE_EXPORT ShardReader {
   uint64_t num_records() const { return offsets_.size(); }
   uint64_t file_size() const { return file_size_; }
   uint64_t record_offset(uint64_t i) const { return offsets_[i]; }
+  // Bytes Read(i) reads (record header and payload), from the index.
+  uint64_t record_extent(uint64_t i) const {
+    return (i + 1 < offsets_.size() ? offsets_[i + 1] : index_offset_) - offsets_[i];
+  }
   const std::string& path() const { return path_; }
   // CRC32C of the whole file (reads all of it).
   Result<uint32_t> FileCrc32c() const;

@@ -27,8 +27,17 @@ struct FEEDLINE_EXPORT Source {
 
 FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder"
 
+struct FEEDLINE_EXPORT SourceOptions {
+  HttpOptions http;
+  // Read-ahead for packed datasets (dataset.h); ~0 = the default: 64 MiB and
+  // 8 fetches in flight for URLs, none for local files (the page cache
+  // reads ahead there).
+  uint64_t read_ahead_bytes = ~uint64_t{0};
+  uint32_t read_ahead_threads = 8;
+};
+
 // Errors are those of the underlying opener, naming the file.
-FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path, const HttpOptions& http = {});
+FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path, const SourceOptions& options = {});
 
 }  // namespace feedline
 

@@ -107,11 +107,11 @@ class PyLoader {
  public:
   // raw_max_bytes > 0: raw records (MakeRawPipeline) instead of images.
   PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
-           uint64_t raw_max_bytes, const HttpOptions& http) {
+           uint64_t raw_max_bytes, const SourceOptions& source_options) {
     Source source;
     {
       py::gil_scoped_release release;
-      Result<Source> opened = OpenSource(root, http);
+      Result<Source> opened = OpenSource(root, source_options);
       status_ = opened.status();
       if (opened.ok()) source = std::move(opened).value();
     }
@@ -231,6 +231,12 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("max_attempts", &HttpOptions::max_attempts)
       .def_readwrite("initial_backoff_ms", &HttpOptions::initial_backoff_ms);
 
+  py::class_<SourceOptions>(m, "SourceOptions")
+      .def(py::init<>())
+      .def_readwrite("http", &SourceOptions::http)
+      .def_readwrite("read_ahead_bytes", &SourceOptions::read_ahead_bytes)
+      .def_readwrite("read_ahead_threads", &SourceOptions::read_ahead_threads);
+
   py::class_<LoaderOptions>(m, "LoaderOptions")
       .def(py::init<>())
       .def_readwrite("batch_size", &LoaderOptions::batch_size)
@@ -249,9 +255,9 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
   py::class_<PyLoader>(m, "ImageFolderLoader")
-      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t, const HttpOptions&>(),
+      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t, const SourceOptions&>(),
            py::arg("root"), py::arg("transform"), py::arg("options"), py::arg("raw_max_bytes") = 0,
-           py::arg("http") = HttpOptions())
+           py::arg("source") = SourceOptions())
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

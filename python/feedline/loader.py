@@ -76,6 +76,10 @@ class Loader:
             a transfer may stall, before the attempt fails.
         http_retries: further attempts per request after a failure, with
             exponential backoff; then the error names the URL and range.
+        read_ahead_bytes: for packed datasets, records fetched ahead of the
+            workers within this many bytes (taken out of max_bytes); None =
+            64 MiB for URLs, 0 for local files (the page cache reads ahead).
+        read_ahead_threads: fetches in flight at most.
 
     Iterating yields (images, labels) tensors for one epoch; the next
     iteration runs the next epoch. Tensors view the loader's batch buffers,
@@ -86,7 +90,7 @@ class Loader:
     def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
                  num_threads="auto", prefetch_batches=2, max_bytes=1 << 32, max_errors=0, timeout=0.0,
                  rank=None, world_size=None, elastic=False, http_timeout=10.0, http_retries=3,
-                 _raw_max_bytes=0):
+                 read_ahead_bytes=None, read_ahead_threads=8, _raw_max_bytes=0):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -111,12 +115,18 @@ class Loader:
         self.source = source if isinstance(source, str) else os.fspath(source)
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.transform = transform if transform is not None else _transforms.imagenet_train()
-        http = _C.HttpOptions()
+        src = _C.SourceOptions()
+        http = src.http
         http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
         http.max_attempts = 1 + int(http_retries)
-        self._loader = _C.ImageFolderLoader(self.source, self.transform, o, _raw_max_bytes, http)
+        src.http = http
+        if read_ahead_bytes is not None:
+            src.read_ahead_bytes = int(read_ahead_bytes)
+        src.read_ahead_threads = int(read_ahead_threads)
+        self._loader = _C.ImageFolderLoader(self.source, self.transform, o, _raw_max_bytes, src)
         self._resume_pending = False
         self._mid_epoch = False
+        self._last_index = -1
 
     # -- torch DataLoader vocabulary -------------------------------------
     def __len__(self):
@@ -134,6 +144,7 @@ class Loader:
         self._loader.set_epoch(int(epoch))
         self._mid_epoch = False
         self._resume_pending = False
+        self._last_index = -1
 
     @property
     def epoch(self):
@@ -151,10 +162,17 @@ class Loader:
         """Iterates one epoch of Batch objects (fields by name, sample ids,
         epoch, index, padding, skipped samples)."""
         if self._mid_epoch and not self._resume_pending:
-            # A new iterator after an abandoned one restarts the epoch, as
-            # torch's DataLoader does; after load_state_dict it resumes.
-            self._loader.set_epoch(self._loader.epoch)
+            if self._last_index == len(self) - 1:
+                # The last pass got every batch but stopped before seeing the
+                # end (zip, islice, counting to len): the epoch is complete.
+                end = self._loader.next()
+                assert end is None, "a batch after the last one of the epoch"
+            else:
+                # A new iterator after an abandoned one restarts the epoch, as
+                # torch's DataLoader does; after load_state_dict it resumes.
+                self._loader.set_epoch(self._loader.epoch)
         self._resume_pending = False
+        self._last_index = -1
         while True:
             d = self._loader.next()
             if d is None:
@@ -163,6 +181,7 @@ class Loader:
             self._mid_epoch = True
             fields = {name: _tensor(a, dt) for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
             batch = Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
+            self._last_index = batch.index
             # Only the caller may hold this batch while the next one is
             # fetched: locals of a suspended generator would pin its buffer
             # and starve the ring.
@@ -184,6 +203,7 @@ class Loader:
         self._loader.restore(state["sampler"])
         self._resume_pending = True
         self._mid_epoch = True
+        self._last_index = -1
 
     # -- diagnostics and lifetime ------------------------------------------
     def stats(self):

@@ -54,6 +54,9 @@ class LoaderCore final : public detail::BufferHome,
   std::string SaveState() const;
   void Cancel();
   void ReleaseAfterJoin();
+  // Tells the ops which samples come next (SampleOp::OnPlan). Takes mu_ only
+  // to read the plan; the ops run without it.
+  void NotifyPlan() EXCLUDES(mu_);
   MetricsSnapshot Metrics() const;
   void Return(std::unique_ptr<Buffer> buffer) override;
 
@@ -93,7 +96,7 @@ class LoaderCore final : public detail::BufferHome,
   // The stream position and plan.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   uint64_t deliver_batch_ GUARDED_BY(mu_) = 0;  // next batch to hand to the consumer
-  std::unique_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);  // null until installed
+  std::shared_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);  // null until installed
   uint64_t epoch_key_ GUARDED_BY(mu_) = 0;
   uint64_t next_claim_ GUARDED_BY(mu_) = 0;  // next position in plan_->ids to process
   bool draining_ GUARDED_BY(mu_) = false;
@@ -134,11 +137,23 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
   InstallPlan();
 }
 
+void LoaderCore::NotifyPlan() {
+  std::shared_ptr<const EpochPlan> plan;
+  uint64_t first = 0;
+  {
+    MutexLock l(&mu_);
+    plan = plan_;
+    first = next_claim_;
+  }
+  if (plan == nullptr) return;
+  for (const auto& op : pipeline_.ops) op->OnPlan(plan, first);
+}
+
 void LoaderCore::InstallPlan() {
   if (plan_ == nullptr || plan_->epoch != epoch_) {
     // O(N) for a shuffled epoch; runs on the consumer thread while workers
     // have nothing to claim.
-    plan_ = std::make_unique<const EpochPlan>(sampler_.Plan(epoch_));
+    plan_ = std::make_shared<const EpochPlan>(sampler_.Plan(epoch_));
     epoch_key_ = EpochKey(options_.seed, epoch_);
   }
   next_claim_ = std::min<uint64_t>(deliver_batch_ * plan_->batch_size, plan_->ids.size());
@@ -301,6 +316,8 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     ++epoch_;
     deliver_batch_ = 0;
     InstallPlan();
+    l.Unlock();
+    NotifyPlan();
     return Status::OK();
   }
 
@@ -446,11 +463,14 @@ void LoaderCore::DrainAndClear(MutexLock* lock) {
 }
 
 void LoaderCore::Reset(uint64_t epoch, uint64_t batch) {
-  MutexLock l(&mu_);
-  DrainAndClear(&l);
-  epoch_ = epoch;
-  deliver_batch_ = batch;
-  InstallPlan();
+  {
+    MutexLock l(&mu_);
+    DrainAndClear(&l);
+    epoch_ = epoch;
+    deliver_batch_ = batch;
+    InstallPlan();
+  }
+  NotifyPlan();
 }
 
 std::string LoaderCore::SaveState() const {
@@ -551,7 +571,15 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   }
   if (options.ring_depth == 0) return InvalidArgumentError("ring_depth must be > 0");
   const detail::BatchLayout layout = detail::BatchLayout::Make(options.batch_size, pipeline.fields);
-  if (layout.total_bytes > options.max_bytes) {
+  // Ops' own buffers (read-ahead) come out of the budget first.
+  uint64_t reserved = 0;
+  for (const auto& op : pipeline.ops) reserved += op->ReservedBytes();
+  if (reserved >= options.max_bytes) {
+    return ResourceExhaustedError("max_bytes=" + std::to_string(options.max_bytes) + " is all taken by the ops' " +
+                                  std::to_string(reserved) + " reserved bytes (read-ahead); no room for a batch");
+  }
+  const uint64_t batch_budget = options.max_bytes - reserved;
+  if (layout.total_bytes > batch_budget) {
     std::string detail;
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       detail += (i ? ", " : "") + layout.fields[i].name + " " +
@@ -559,17 +587,19 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
                 std::to_string(layout.sample_bytes[i]) + " bytes/sample";
     }
     return ResourceExhaustedError("max_bytes=" + std::to_string(options.max_bytes) +
+                                  (reserved ? " (" + std::to_string(reserved) + " reserved for read-ahead)" : "") +
                                   " cannot hold one batch: " + std::to_string(options.batch_size) +
                                   " samples need " + Bytes(layout.total_bytes) + " (" + detail +
                                   ")");
   }
   const auto max_buffers = static_cast<uint32_t>(
-      std::min<uint64_t>(options.ring_depth, options.max_bytes / layout.total_bytes));
+      std::min<uint64_t>(options.ring_depth, batch_budget / layout.total_bytes));
   if (options.allocator == nullptr) options.allocator = NewHostAllocator();
 
   auto impl = std::make_unique<Impl>();
   impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options),
                                             std::move(sampler), threads, max_buffers);
+  impl->core->NotifyPlan();  // before the workers start: read-ahead can begin with them
   impl->threads.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {
     impl->threads.emplace_back([core = impl->core.get(), i] { core->WorkerLoop(i); });

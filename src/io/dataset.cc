@@ -7,6 +7,7 @@
 
 #include "feedline/file.h"
 #include "feedline/image_folder.h"
+#include "src/io/read_ahead.h"
 
 namespace feedline {
 namespace {
@@ -124,6 +125,13 @@ void ShardDataset::Locate(uint64_t record, size_t* shard, uint64_t* local) const
   *local = record - first_record_[*shard];
 }
 
+uint64_t ShardDataset::RecordBytes(uint64_t record) const {
+  size_t shard = 0;
+  uint64_t local = 0;
+  Locate(record, &shard, &local);
+  return readers_[shard]->record_extent(local);
+}
+
 Status ShardDataset::Read(uint64_t record, std::vector<uint8_t>* scratch, ShardRecord* out) const {
   if (record >= manifest_.records) {
     return OutOfRangeError("dataset has " + std::to_string(manifest_.records) + " records; no record " +
@@ -139,8 +147,28 @@ namespace {
 
 class ShardReadOp final : public SampleOp {
  public:
-  explicit ShardReadOp(std::shared_ptr<const ShardDataset> ds) : ds_(std::move(ds)) {}
+  ShardReadOp(std::shared_ptr<const ShardDataset> ds, const ReadAheadOptions& ra) : ds_(std::move(ds)) {
+    if (ra.max_bytes > 0) {
+      const ShardDataset* d = ds_.get();
+      read_ahead_ = std::make_unique<io::ReadAhead>(
+          [d](uint64_t id, io::Fetched* f) {
+            ShardRecord rec;
+            FEEDLINE_RETURN_IF_ERROR(d->Read(id, &f->buffer, &rec));
+            f->data_offset = static_cast<size_t>(rec.data.data() - f->buffer.data());
+            f->data_size = rec.data.size();
+            f->label = rec.label;
+            f->key = std::string(rec.key);
+            return Status::OK();
+          },
+          [d](uint64_t id) { return d->RecordBytes(id); }, ra.max_bytes, ra.threads);
+    }
+  }
   std::string_view name() const override { return "read"; }
+  void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const override {
+    if (read_ahead_) read_ahead_->SetPlan(std::move(plan), first);
+  }
+  uint64_t ReservedBytes() const override { return read_ahead_ ? read_ahead_->max_bytes() : 0; }
+
   Status Apply(Sample& s, OpState* /*state*/) const override {
     size_t shard = 0;
     uint64_t local = 0;
@@ -149,6 +177,16 @@ class ShardReadOp final : public SampleOp {
     s.location().file = r.path();
     s.location().record = static_cast<int64_t>(local);
     s.location().offset = static_cast<int64_t>(r.record_offset(local));
+    io::Fetched f;
+    Status st;
+    if (read_ahead_ && read_ahead_->Take(s.id(), &f, &st)) {
+      FEEDLINE_RETURN_IF_ERROR(st);
+      s.scratch().swap(f.buffer);  // the read-ahead buffer becomes the sample's: no copy
+      s.location().key = std::move(f.key);
+      s.label = f.label;
+      s.set_data(std::span<const uint8_t>(s.scratch().data() + f.data_offset, f.data_size));
+      return Status::OK();
+    }
     ShardRecord rec;
     FEEDLINE_RETURN_IF_ERROR(r.Read(local, &s.scratch(), &rec));
     s.location().key = std::string(rec.key);
@@ -159,12 +197,14 @@ class ShardReadOp final : public SampleOp {
 
  private:
   std::shared_ptr<const ShardDataset> ds_;
+  std::unique_ptr<io::ReadAhead> read_ahead_;
 };
 
 }  // namespace
 
-std::shared_ptr<const SampleOp> MakeShardReadOp(std::shared_ptr<const ShardDataset> dataset) {
-  return std::make_shared<ShardReadOp>(std::move(dataset));
+std::shared_ptr<const SampleOp> MakeShardReadOp(std::shared_ptr<const ShardDataset> dataset,
+                                               const ReadAheadOptions& read_ahead) {
+  return std::make_shared<ShardReadOp>(std::move(dataset), read_ahead);
 }
 
 Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset, const ImageTransform& transform) {

@@ -18,16 +18,20 @@ const char* SourceKindName(Source::Kind kind) {
   return "?";
 }
 
-Result<Source> OpenSource(const std::string& path, const HttpOptions& http) {
+Result<Source> OpenSource(const std::string& path, const SourceOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   Source s;
-  if (IsUrl(path)) {  // remote data: a packed dataset served over HTTP(S)
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path, http));
+  const bool url = IsUrl(path);
+  ReadAheadOptions ra;
+  ra.max_bytes = options.read_ahead_bytes != ~uint64_t{0} ? options.read_ahead_bytes : url ? (64u << 20) : 0;
+  ra.threads = options.read_ahead_threads;
+  if (url) {  // remote data: a packed dataset served over HTTP(S)
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path, options.http));
     s.kind = Source::Kind::kShards;
     s.num_samples = ds->num_records();
     s.classes = ds->manifest().classes;
-    s.read_op = MakeShardReadOp(std::move(ds));
+    s.read_op = MakeShardReadOp(std::move(ds), ra);
     return s;
   }
   bool tars = fs::path(path).extension() == ".tar";
@@ -49,7 +53,7 @@ Result<Source> OpenSource(const std::string& path, const HttpOptions& http) {
     s.kind = Source::Kind::kShards;
     s.num_samples = ds->num_records();
     s.classes = ds->manifest().classes;
-    s.read_op = MakeShardReadOp(std::move(ds));
+    s.read_op = MakeShardReadOp(std::move(ds), ra);
   } else {
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder, ImageFolder::Open(path));
     s.kind = Source::Kind::kImageFolder;

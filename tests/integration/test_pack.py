@@ -165,3 +165,21 @@ def test_a_full_disk_names_the_file_and_leaves_no_complete_looking_output(feedli
     for shard in out.glob("*.fls"):
         assert shard.read_bytes()[-8:] == b"FLSHEND\0", shard
     assert not list(out.glob("*.partial"))
+
+
+def test_read_ahead_changes_nothing_but_counts_against_the_budget(feedline_bin, folder, tmp_path):
+    import feedline
+    out = tmp_path / "ra"
+    pack(feedline_bin, folder, out, "--shard-bytes", 500_000)
+    plain = feedline.Loader(out, batch_size=16, shuffle=True, seed=2, num_threads=2, read_ahead_bytes=0)
+    ahead = feedline.Loader(out, batch_size=16, shuffle=True, seed=2, num_threads=2,
+                            read_ahead_bytes=1 << 20, read_ahead_threads=3)
+    for _ in range(2):  # two epochs: the plan is handed over again at the boundary
+        for (a, la), (b, lb) in zip(plain, ahead):
+            assert torch.equal(a, b) and torch.equal(la, lb)
+    ahead.set_epoch(5)
+    plain.set_epoch(5)
+    for (a, _), (b, _) in zip(plain, ahead):
+        assert torch.equal(a, b)
+    with pytest.raises(feedline.ResourceError, match="reserved bytes \\(read-ahead\\)"):
+        feedline.Loader(out, batch_size=16, max_bytes=1 << 20, read_ahead_bytes=1 << 20)

@@ -101,6 +101,22 @@ def test_epochs_advance_and_set_epoch_rewinds(dataset):
     assert_same(epoch_of(loader), e1)
 
 
+def test_a_pass_that_got_every_batch_ends_the_epoch_even_without_the_end(dataset):
+    loader = feedline.Loader(dataset, batch_size=32, shuffle=True, seed=1)
+    first = [ids.copy() for ids, _ in zip((b.sample_ids for b in loader.batches()), range(len(loader)))]
+    second = [b.sample_ids.copy() for b in loader.batches()]
+    assert loader.epoch == 2
+    reference = feedline.Loader(dataset, batch_size=32, shuffle=True, seed=1)
+    reference.set_epoch(1)
+    assert all(np.array_equal(a, b.sample_ids) for a, b in zip(second, reference.batches()))
+    assert not np.array_equal(first[0], second[0])
+    # An early stop still restarts the epoch.
+    it = loader.batches()
+    started = next(it).sample_ids.copy()
+    del it
+    assert np.array_equal(next(loader.batches()).sample_ids, started)
+
+
 def test_tensors_are_zero_copy_and_stay_valid_while_held(dataset):
     loader = feedline.Loader(dataset, batch_size=8, prefetch_batches=3)
     held = []

@@ -17,13 +17,16 @@
 namespace feedline::cli {
 
 int RunBenchRead(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {"threads", "passes"}, {});
+  auto f = Flags::Parse(args, {"threads", "passes", "read-ahead-bytes"}, {});
   if (!f.ok() || f->positional().size() != 1) {
     std::fprintf(stderr, "usage: feedline bench-read SRC [--threads N] [--passes K]\n");
     return 2;
   }
   auto threads = f->GetUint("threads", 0), passes = f->GetUint("passes", 3);
-  auto source = OpenSource(f->positional()[0]);
+  SourceOptions so;
+  auto ra = f->GetUint("read-ahead-bytes", ~uint64_t{0});
+  if (ra.ok()) so.read_ahead_bytes = *ra;
+  auto source = OpenSource(f->positional()[0], so);
   if (!threads.ok() || !passes.ok() || !source.ok()) {
     std::fprintf(stderr, "feedline bench-read: %s\n",
                  (!source.ok() ? source.status() : InvalidArgumentError("bad number")).ToString().c_str());

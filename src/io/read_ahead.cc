@@ -1,0 +1,137 @@
+#include "src/io/read_ahead.h"
+
+#include <algorithm>
+
+namespace feedline::io {
+
+ReadAhead::ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads)
+    : fetch_(std::move(fetch)), size_(std::move(size)), max_bytes_(max_bytes) {
+  for (uint32_t i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { FetchLoop(); });
+}
+
+ReadAhead::~ReadAhead() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ReadAhead::SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++generation_;
+    plan_ = std::move(plan);
+    next_ = first;
+    // Ready records of the old plan are dropped now; in-flight ones release
+    // their reservation when their fetch returns (they see the generation).
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.ready) bytes_ -= it->second.reserved;
+      it = entries_.erase(it);
+    }
+  }
+  cv_.notify_all();
+}
+
+void ReadAhead::FetchLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    if (plan_ == nullptr || next_ >= plan_->ids.size()) {
+      cv_.wait(l);
+      continue;
+    }
+    const uint64_t id = plan_->ids[next_];
+    const uint64_t need = size_(id);
+    if (entries_.count(id) || need > max_bytes_) {  // a padding duplicate, or never fits
+      ++next_;
+      continue;
+    }
+    if (bytes_ + need > max_bytes_) {
+      cv_.wait(l);  // wait for a Take (or a new plan) to free room
+      continue;
+    }
+    ++next_;
+    bytes_ += need;
+    peak_bytes_ = std::max(peak_bytes_, bytes_);
+    peak_in_flight_ = std::max(peak_in_flight_, ++in_flight_);
+    Entry& e = entries_[id];
+    e.reserved = need;
+    e.position = next_ - 1;
+    const uint64_t generation = generation_;
+
+    l.unlock();  // the fetch (I/O) runs without the lock
+    Fetched fetched;
+    Status status = fetch_(id, &fetched);
+    l.lock();
+
+    --in_flight_;
+    auto it = entries_.find(id);
+    if (generation != generation_ || it == entries_.end() || it->second.ready) {
+      bytes_ -= need;  // the plan changed under us: drop it
+    } else {
+      it->second.ready = true;
+      it->second.status = std::move(status);
+      it->second.fetched = std::move(fetched);
+    }
+    cv_.notify_all();
+  }
+}
+
+void ReadAhead::CatchUp(uint64_t id) {
+  // Bounded look-ahead for the missed id's position.
+  constexpr uint64_t kScan = 4096;
+  // Entries this far behind the workers are stale (more than any number of
+  // workers can still be about to take).
+  constexpr uint64_t kSlack = 1024;
+  if (plan_ == nullptr) return;
+  const uint64_t end = std::min<uint64_t>(plan_->ids.size(), next_ + kScan);
+  uint64_t q = next_;
+  while (q < end && plan_->ids[q] != id) ++q;
+  if (q == end) return;  // not ahead of the fetchers
+  next_ = q + 1;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.ready && it->second.position + kSlack < q) {
+      bytes_ -= it->second.reserved;
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool ReadAhead::Take(uint64_t id, Fetched* out, Status* status) {
+  std::unique_lock<std::mutex> l(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    CatchUp(id);
+    l.unlock();
+    cv_.notify_all();
+    return false;
+  }
+  const uint64_t generation = generation_;
+  cv_.wait(l, [&] {
+    it = entries_.find(id);
+    return stop_ || generation != generation_ || it == entries_.end() || it->second.ready;
+  });
+  if (stop_ || generation != generation_ || it == entries_.end()) return false;
+  *status = std::move(it->second.status);
+  *out = std::move(it->second.fetched);
+  bytes_ -= it->second.reserved;
+  entries_.erase(it);
+  l.unlock();
+  cv_.notify_all();
+  return true;
+}
+
+uint64_t ReadAhead::peak_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return peak_bytes_;
+}
+
+uint32_t ReadAhead::peak_in_flight() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return peak_in_flight_;
+}
+
+}  // namespace feedline::io

@@ -1,0 +1,86 @@
+// ReadAhead: fetches records ahead of the workers, in the loader's plan
+// order, within a byte budget. The budget is reserved with each record's
+// exact size before the fetch starts, so the bytes held never exceed it.
+// Workers Take() a record when they reach it (waiting if it is in flight);
+// a record that was not read ahead is simply fetched by the worker.
+// A new plan (epoch, SetEpoch, restore) drops what was read for the old one.
+//
+// Thread safety: all methods are safe for concurrent use.
+#ifndef FEEDLINE_SRC_IO_READ_AHEAD_H_
+#define FEEDLINE_SRC_IO_READ_AHEAD_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "feedline/sampler.h"
+#include "feedline/status.h"
+
+namespace feedline::io {
+
+struct Fetched {
+  std::vector<uint8_t> buffer;  // what the fetch read into
+  size_t data_offset = 0;       // where the sample's data starts in `buffer`
+  size_t data_size = 0;
+  int64_t label = -1;
+  std::string key;
+};
+
+class ReadAhead {
+ public:
+  using FetchFn = std::function<Status(uint64_t id, Fetched* out)>;
+  using SizeFn = std::function<uint64_t(uint64_t id)>;
+
+  ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads);
+  ~ReadAhead();  // stops the fetchers and joins them
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+
+  void SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first);
+
+  // True if `id` was read ahead (or is in flight, then it waits): *out and
+  // *status are its result. False: fetch it yourself.
+  bool Take(uint64_t id, Fetched* out, Status* status);
+
+  uint64_t max_bytes() const { return max_bytes_; }
+  uint64_t peak_bytes() const;
+  uint32_t peak_in_flight() const;
+
+ private:
+  struct Entry {
+    uint64_t position = 0;  // in the plan
+    bool ready = false;
+    Status status;
+    Fetched fetched;
+    uint64_t reserved = 0;
+  };
+  void FetchLoop();
+  // After a miss at `id`: if the workers are ahead of the fetchers, move the
+  // fetchers past them and drop what they read that nobody will take.
+  void CatchUp(uint64_t id);
+
+  const FetchFn fetch_;
+  const SizeFn size_;
+  const uint64_t max_bytes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  std::shared_ptr<const EpochPlan> plan_;
+  uint64_t next_ = 0;
+  uint64_t bytes_ = 0, peak_bytes_ = 0;
+  uint32_t in_flight_ = 0, peak_in_flight_ = 0;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace feedline::io
+
+#endif  // FEEDLINE_SRC_IO_READ_AHEAD_H_
