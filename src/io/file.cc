@@ -1,5 +1,6 @@
 // The local implementation of RandomAccessFile, and OpenFile's dispatch.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,12 @@ Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, cons
   if (fd < 0) {
     const int err = errno;
     const std::string msg = "cannot open '" + name + "': " + std::strerror(err);
+    if (err == EMFILE || err == ENFILE) {
+      rlimit lim{};
+      getrlimit(RLIMIT_NOFILE, &lim);
+      return ResourceExhaustedError(msg + " (RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) +
+                                    "; every open shard keeps one descriptor)");
+    }
     return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
   }
   struct stat st;

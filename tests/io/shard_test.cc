@@ -329,5 +329,26 @@ TEST_F(ShardTest, AWriteFailureNamesTheFileAndLeavesNoShard) {
   EXPECT_FALSE(fs::exists(path + ".partial"));
 }
 
+// RELIABILITY.md 20: running out of descriptors names the resource and limit.
+TEST_F(ShardTest, TooManyOpenFilesNamesTheLimit) {
+  const std::string path = Write("h.fls", MakeRecords(1, 10));
+  rlimit saved;
+  getrlimit(RLIMIT_NOFILE, &saved);
+  rlimit low = saved;
+  low.rlim_cur = 16;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<std::unique_ptr<ShardReader>> open;
+  Status st;
+  for (int i = 0; i < 32 && st.ok(); ++i) {
+    auto r = ShardReader::Open(path);
+    st = r.status();
+    if (r.ok()) open.push_back(std::move(r).value());
+  }
+  open.clear();
+  setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("RLIMIT_NOFILE is 16"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace feedline
