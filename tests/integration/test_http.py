@@ -33,10 +33,9 @@ def wait_for_port(port, timeout=10):
 
 
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory, feedline_bin):
+def packed(tmp_path_factory, feedline_bin, gen_dataset):
     base = tmp_path_factory.mktemp("http")
-    subprocess.run([feedline_bin, "gen-dataset", str(base / "images"), "--images", "80", "--classes", "4",
-                    "--photos", str(ROOT / "tests" / "data" / "photos")], check=True, capture_output=True)
+    gen_dataset(base / "images", 80, 4)
     subprocess.run([feedline_bin, "pack", str(base / "images"), str(base / "www" / "ds"), "--shard-bytes", "900000"],
                    check=True, capture_output=True)
     return base

@@ -16,11 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, feedline_bin):
-    root = tmp_path_factory.mktemp("src") / "images"
-    subprocess.run([feedline_bin, "gen-dataset", str(root), "--images", "120", "--classes", "3",
-                    "--photos", str(ROOT / "tests" / "data" / "photos")], check=True, capture_output=True)
-    return root
+def folder(tmp_path_factory, gen_dataset):
+    return gen_dataset(tmp_path_factory.mktemp("src") / "images", 120, 3)
 
 
 def pack(feedline_bin, *args, check=True):

@@ -13,11 +13,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, feedline_bin):
-    root = tmp_path_factory.mktemp("wds") / "images"
-    subprocess.run([feedline_bin, "gen-dataset", str(root), "--images", "60", "--classes", "3",
-                    "--photos", str(ROOT / "tests" / "data" / "photos")], check=True, capture_output=True)
-    return root
+def folder(tmp_path_factory, gen_dataset):
+    return gen_dataset(tmp_path_factory.mktemp("wds") / "images", 60, 3)
 
 
 def write_tars(folder, out, per_tar=25, fmt=tarfile.USTAR_FORMAT, long_keys=False):
