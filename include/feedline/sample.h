@@ -123,7 +123,9 @@ class FEEDLINE_EXPORT SampleOp {
   // Called when the loader starts (or restarts) producing an epoch: the
   // sample ids it will ask for, in order, from position `first` on. Sources
   // use it to read ahead. Called without any engine lock held, from the
-  // consumer's thread; must not block for long. Default: nothing.
+  // consumer's thread; must not block for long. A null plan means the loader
+  // is closing: stop background work (threads must be joined on return).
+  // Default: nothing.
   virtual void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const {
     (void)plan;
     (void)first;

@@ -612,6 +612,9 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() {
   impl_->core->Cancel();
   for (std::thread& t : impl_->threads) t.join();
+  // Ops' background work (read-ahead) stops now, even if delivered batches
+  // keep the core alive.
+  for (const auto& op : impl_->core->pipeline_.ops) op->OnPlan(nullptr, 0);
   impl_->core->ReleaseAfterJoin();
 }
 

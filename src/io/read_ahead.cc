@@ -5,20 +5,38 @@
 namespace feedline::io {
 
 ReadAhead::ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads)
-    : fetch_(std::move(fetch)), size_(std::move(size)), max_bytes_(max_bytes) {
-  for (uint32_t i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { FetchLoop(); });
-}
+    : fetch_(std::move(fetch)), size_(std::move(size)), max_bytes_(max_bytes), num_threads_(std::max(1u, threads)) {}
 
-ReadAhead::~ReadAhead() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (std::thread& t : threads_) t.join();
+ReadAhead::~ReadAhead() { SetPlan(nullptr, 0); }
+
+void ReadAhead::StartThreads() {
+  for (uint32_t i = 0; i < num_threads_; ++i) threads_.emplace_back([this] { FetchLoop(); });
 }
 
 void ReadAhead::SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) {
+  if (plan == nullptr) {  // closing: stop and join the fetchers
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      ++generation_;
+      plan_ = nullptr;
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        if (it->second.ready) bytes_ -= it->second.reserved;
+        it = entries_.erase(it);
+      }
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+    return;
+  }
+  if (threads_.empty()) {  // the first plan, or one after a close
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = false;
+    }
+    StartThreads();
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     ++generation_;

@@ -42,6 +42,7 @@ class ReadAhead {
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
 
+  // A new plan; null stops and joins the fetchers (a later plan restarts them).
   void SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first);
 
   // True if `id` was read ahead (or is in flight, then it waits): *out and
@@ -61,6 +62,7 @@ class ReadAhead {
     uint64_t reserved = 0;
   };
   void FetchLoop();
+  void StartThreads();  // REQUIRES mu_ not held
   // After a miss at `id`: if the workers are ahead of the fetchers, move the
   // fetchers past them and drop what they read that nobody will take.
   void CatchUp(uint64_t id);
@@ -68,6 +70,7 @@ class ReadAhead {
   const FetchFn fetch_;
   const SizeFn size_;
   const uint64_t max_bytes_;
+  const uint32_t num_threads_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

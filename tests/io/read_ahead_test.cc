@@ -5,6 +5,8 @@
 #include "src/io/read_ahead.h"
 
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -107,6 +109,32 @@ TEST(ReadAheadTest, ANewPlanDropsTheOldOneAndShutdownJoins) {
   ra->SetPlan(Plan(1000, 5), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   ra.reset();  // fetches in flight: joins, no hang
+}
+
+int Threads() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(ReadAheadTest, ANullPlanJoinsTheFetchersAndALaterPlanRestartsThem) {
+  std::atomic<int> calls{0};
+  const int before = Threads();
+  ReadAhead ra(SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; }, 4 * kRecordBytes, 3);
+  EXPECT_EQ(Threads(), before);  // nothing runs before the first plan
+  auto plan = Plan(50, 7);
+  ra.SetPlan(plan, 0);
+  EXPECT_EQ(Threads(), before + 3);
+  ra.SetPlan(nullptr, 0);  // the loader closing
+  EXPECT_EQ(Threads(), before);
+  ra.SetPlan(plan, 10);
+  Fetched f;
+  Status st;
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(ra.Take(plan->ids[10], &f, &st));
 }
 
 TEST(ReadAheadTest, RecordsLargerThanTheBudgetAreLeftToTheWorker) {
