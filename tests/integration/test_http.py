@@ -80,6 +80,13 @@ def test_a_dataset_over_http_loads_like_the_local_copy(packed, nginx):
         assert torch.equal(a, b) and torch.equal(la, lb)
 
 
+def test_verify_and_inspect_work_over_http(nginx, feedline_bin):
+    v = subprocess.run([feedline_bin, "verify", nginx + "/ds"], capture_output=True, text=True, timeout=120)
+    assert v.returncode == 0 and "OK: 80 records" in v.stdout, v.stdout + v.stderr
+    i = subprocess.run([feedline_bin, "inspect", nginx + "/ds"], capture_output=True, text=True, timeout=120)
+    assert i.returncode == 0 and "records 80" in i.stdout, i.stdout + i.stderr
+
+
 def test_a_missing_url_is_file_not_found(nginx):
     import feedline
     with pytest.raises(FileNotFoundError, match=r"127\.0\.0\.1.*/nope/manifest\.json"):

@@ -1,4 +1,4 @@
-// `feedline verify DIR`: every checksum of a packed dataset (header, footer,
+// `feedline verify DIR|URL`: every checksum of a packed dataset (header, footer,
 // index and every record of every shard, and each shard's whole-file CRC
 // against the manifest); lists exactly the bad records with shard, record
 // number and offset; exit code 1 if anything is wrong.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "feedline/dataset.h"
+#include "feedline/file.h"
 #include "feedline/image.h"
 #include "feedline/shard.h"
 #include "tools/feedline/commands.h"
@@ -23,13 +24,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A local directory or an http(s):// URL, through the same file seam the
+// loader reads with.
 Result<DatasetManifest> LoadManifest(const std::string& dir) {
-  const fs::path path = fs::path(dir) / kManifestName;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("no dataset manifest at '" + path.string() + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string path = JoinName(dir, kManifestName);
+  Result<std::unique_ptr<RandomAccessFile>> file = OpenFile(path);
+  if (!file.ok()) return file.status().WithContext("dataset manifest");
+  if ((*file)->size() > (64u << 20)) return DataLossError("manifest '" + path + "' is over 64 MiB");
+  std::string text((*file)->size(), '\0');
+  FEEDLINE_RETURN_IF_ERROR((*file)->Read(0, text.size(), text.data()));
   Result<DatasetManifest> m = DatasetManifest::Parse(text);
-  if (!m.ok()) return m.status().WithContext(path.string());
+  if (!m.ok()) return m.status().WithContext(path);
   return m;
 }
 
@@ -50,8 +55,7 @@ int RunVerify(const std::vector<std::string>& args) {
   uint64_t bad = 0, records = 0;
   std::vector<uint8_t> scratch;
   for (const ShardInfo& s : m->shards) {
-    const std::string path = (fs::path(dir) / s.name).string();
-    auto r = ShardReader::Open(path);
+    auto r = ShardReader::Open(JoinName(dir, s.name));
     if (!r.ok()) {
       std::printf("BAD shard %s: %s\n", s.name.c_str(), r.status().ToString().c_str());
       bad += s.records;
