@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "feedline/export.h"
+#include "feedline/file.h"
 #include "feedline/sample.h"
 #include "feedline/status.h"
 
@@ -47,7 +48,7 @@ class FEEDLINE_EXPORT TarDataset {
 
  private:
   std::vector<std::string> paths_;
-  std::vector<int> fds_;
+  std::vector<std::unique_ptr<RandomAccessFile>> files_;
   std::vector<TarSample> samples_;
 };
 

@@ -1,11 +1,8 @@
 #include "feedline/image_folder.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "feedline/file.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -21,47 +18,21 @@ bool IsImageFile(const fs::path& p) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
-std::string Errno(int err) { return std::strerror(err); }
-
 // A sample file larger than this is refused before any allocation: no image
 // within DecodeLimits' defaults comes close, and a stray multi-GB file must
 // not take the process's memory.
 constexpr int64_t kMaxFileBytes = int64_t{256} << 20;
 
-// Reads a whole file with pread into `out`; the fd is closed on every path.
+// Reads a whole file into `out` through the RandomAccessFile seam (one
+// pread loop for every local reader).
 Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return (err == ENOENT ? NotFoundError : UnavailableError)("cannot open '" + path + "': " + Errno(err));
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path));
+  if (file->size() > static_cast<uint64_t>(kMaxFileBytes)) {
+    return ResourceExhaustedError("'" + path + "' is " + std::to_string(file->size()) + " bytes, over the " +
+                                  std::to_string(kMaxFileBytes) + "-byte per-sample limit");
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return UnavailableError("cannot stat '" + path + "': " + Errno(err));
-  }
-  if (st.st_size > kMaxFileBytes) {
-    ::close(fd);
-    return ResourceExhaustedError("'" + path + "' is " + std::to_string(st.st_size) +
-                                  " bytes, over the " + std::to_string(kMaxFileBytes) +
-                                  "-byte per-sample limit");
-  }
-  out->resize(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = ::pread(fd, out->data() + done, out->size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : 0;
-      ::close(fd);
-      return DataLossError("short read of '" + path + "' at offset " + std::to_string(done) +
-                           (err ? ": " + Errno(err) : ": file shrank while reading"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return Status::OK();
+  out->resize(file->size());
+  return file->Read(0, out->size(), out->data());
 }
 
 class ReadFileOp final : public SampleOp {

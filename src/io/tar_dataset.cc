@@ -1,9 +1,4 @@
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -11,26 +6,14 @@
 
 #include "feedline/webdataset.h"
 
+#include "feedline/file.h"
+
 namespace feedline {
 namespace {
 
 constexpr uint64_t kBlock = 512;
 // A label file is a short decimal integer; anything longer is not one.
 constexpr uint64_t kMaxClsBytes = 64;
-
-Status PreadAll(int fd, uint64_t offset, void* out, size_t n, const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t got = ::pread(fd, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      return DataLossError("tar '" + path + "': " + (got < 0 ? std::string(std::strerror(errno)) : "unexpected end") +
-                           " reading " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
-    }
-    done += static_cast<size_t>(got);
-  }
-  return Status::OK();
-}
 
 // Octal numeric field (NUL/space padded); base-256 for GNU large sizes.
 bool ParseNumber(const uint8_t* p, size_t n, uint64_t* out) {
@@ -87,9 +70,7 @@ struct Member {
 
 }  // namespace
 
-TarDataset::~TarDataset() {
-  for (int fd : fds_) ::close(fd);
-}
+TarDataset::~TarDataset() = default;
 
 Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::string> paths) {
   if (paths.empty()) return InvalidArgumentError("no tar files given");
@@ -97,15 +78,11 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
   ds->paths_ = std::move(paths);
   for (uint32_t t = 0; t < ds->paths_.size(); ++t) {
     const std::string& path = ds->paths_[t];
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const std::string msg = "cannot open tar '" + path + "': " + std::strerror(errno);
-      return errno == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
-    }
-    ds->fds_.push_back(fd);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) return UnavailableError("cannot stat tar '" + path + "'");
-    const auto size = static_cast<uint64_t>(st.st_size);
+    Result<std::unique_ptr<RandomAccessFile>> opened = OpenFile(path);
+    if (!opened.ok()) return opened.status().WithContext("tar");
+    ds->files_.push_back(std::move(opened).value());
+    const RandomAccessFile& file = *ds->files_.back();
+    const uint64_t size = file.size();
     auto bad = [&path](uint64_t at, const std::string& why) {
       return DataLossError("tar '" + path + "' member header at offset " + std::to_string(at) + ": " + why);
     };
@@ -116,7 +93,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
     uint64_t pos = 0;
     bool ended = false;
     while (pos + kBlock <= size) {
-      FEEDLINE_RETURN_IF_ERROR(PreadAll(fd, pos, h, kBlock, path));
+      FEEDLINE_RETURN_IF_ERROR(file.Read(pos, kBlock, h));
       if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) {
         ended = true;  // end-of-archive marker
         break;
@@ -141,7 +118,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
       if (type == 'L' || type == 'x') {  // GNU long name / PAX header for the next member
         if (member_size > (1u << 20)) return bad(pos, "oversized extended header");
         std::string text(member_size, '\0');
-        FEEDLINE_RETURN_IF_ERROR(PreadAll(fd, data, text.data(), member_size, path));
+        FEEDLINE_RETURN_IF_ERROR(file.Read(data, member_size, text.data()));
         long_name = type == 'L' ? Field(reinterpret_cast<const uint8_t*>(text.data()), text.size()) : PaxPath(text);
       } else if (type == '0' || type == '\0' || type == '7') {  // regular file
         if (!long_name.empty()) name = long_name;
@@ -187,7 +164,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         } else if (ext == "cls") {
           if (m.size > kMaxClsBytes) return bad(m.header_offset, "'" + m.name + "' is too long for a label");
           std::string text(m.size, '\0');
-          FEEDLINE_RETURN_IF_ERROR(PreadAll(fd, m.offset, text.data(), m.size, path));
+          FEEDLINE_RETURN_IF_ERROR(file.Read(m.offset, m.size, text.data()));
           char* end = nullptr;
           s.label = std::strtoll(text.c_str(), &end, 10);
           while (end && (*end == '\n' || *end == ' ' || *end == '\r')) ++end;
@@ -220,7 +197,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string
 Status TarDataset::Read(uint64_t i, std::vector<uint8_t>* out) const {
   const TarSample& s = samples_[i];
   out->resize(s.size);
-  return PreadAll(fds_[s.tar], s.offset, out->data(), s.size, paths_[s.tar]);
+  return files_[s.tar]->Read(s.offset, s.size, out->data());
 }
 
 namespace {
