@@ -14,6 +14,7 @@
 #ifndef FEEDLINE_BATCH_H_
 #define FEEDLINE_BATCH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -78,6 +79,12 @@ class FEEDLINE_EXPORT Batch {
   // lives, the memory stays valid and is not reused. For zero-copy views
   // (torch tensors) that outlive this handle.
   std::shared_ptr<void> keepalive() const;
+
+  // The whole buffer this batch views: every field, the padding between
+  // them and the unused tail of a short batch. The ring recycles the same
+  // few buffers, so a caller can pin each once (cudaHostRegister) and key
+  // it by data(). Empty for an empty batch.
+  std::span<std::byte> buffer() const;
 
  private:
   friend class LoaderCore;

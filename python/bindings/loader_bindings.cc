@@ -60,6 +60,8 @@ py::dict BatchDict(const Batch& b) {
   d["epoch"] = b.epoch();
   d["index"] = b.index();
   d["num_padding"] = b.num_padding();
+  // For pinning: the address and size of the whole recycled buffer.
+  d["buffer"] = py::make_tuple(reinterpret_cast<uintptr_t>(b.buffer().data()), b.buffer().size());
   py::list skipped;
   for (const SampleError& e : b.skipped()) skipped.append(e.ToString());
   d["skipped"] = skipped;

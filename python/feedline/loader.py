@@ -44,6 +44,10 @@ class Batch:
     def __len__(self):
         return len(self.sample_ids)
 
+    def with_fields(self, fields):
+        """The same batch with other tensors (e.g. copies on a device)."""
+        return Batch(fields, self.sample_ids, self.epoch, self.index, self.num_padding, self.skipped)
+
 
 class Loader:
     """Loads images in C++ threads from an image folder or a packed dataset.
@@ -80,6 +84,12 @@ class Loader:
             workers within this many bytes (taken out of max_bytes); None =
             64 MiB for URLs, 0 for local files (the page cache reads ahead).
         read_ahead_threads: fetches in flight at most.
+        device: None keeps batches in host memory (zero copy). A CUDA
+            device ("cuda", "cuda:1", torch.device) delivers them there: the
+            ring's buffers are pinned in place, each batch is copied on a
+            side stream while your step runs on the previous one, and your
+            current stream waits for the copy before you get the batch. Two
+            more buffers are kept (the copy in flight and the next batch).
 
     Iterating yields (images, labels) tensors for one epoch; the next
     iteration runs the next epoch. Tensors view the loader's batch buffers,
@@ -90,7 +100,7 @@ class Loader:
     def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
                  num_threads="auto", prefetch_batches=2, max_bytes=1 << 32, max_errors=0, timeout=0.0,
                  rank=None, world_size=None, elastic=False, http_timeout=10.0, http_retries=3,
-                 read_ahead_bytes=None, read_ahead_threads=8, _raw_max_bytes=0):
+                 read_ahead_bytes=None, read_ahead_threads=8, device=None, _raw_max_bytes=0):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -106,6 +116,13 @@ class Loader:
         # A for loop still holds the previous batch while asking for the next
         # one: one buffer more than the batches prepared ahead.
         o.ring_depth = prefetch_batches + 1
+        self._feeder = None
+        if device is not None and torch.device(device).type != "cpu":
+            from ._device import DeviceFeeder
+            self._feeder = DeviceFeeder(device)
+            # The batch being copied and the one fetched behind it.
+            o.ring_depth = prefetch_batches + 2
+        self.device = self._feeder.device if self._feeder is not None else None
         o.max_bytes = max_bytes
         o.error_policy = _C.ErrorPolicy.SKIP if max_errors > 0 else _C.ErrorPolicy.RAISE
         o.max_errors = max_errors
@@ -160,7 +177,36 @@ class Loader:
 
     def batches(self):
         """Iterates one epoch of Batch objects (fields by name, sample ids,
-        epoch, index, padding, skipped samples)."""
+        epoch, index, padding, skipped samples), on `device` when set."""
+        if self._feeder is None:
+            yield from self._host_batches()
+            return
+        feeder = self._feeder
+        ahead = None  # (device batch, event): copy issued, not yet handed out
+        try:
+            for host, buffer in self._host_batches(with_buffer=True):
+                submitted = feeder.submit(host, buffer)
+                del host
+                if ahead is not None:
+                    out = feeder.ready(*ahead)
+                    ahead = None
+                    yield out
+                    del out
+                ahead = submitted
+                del submitted
+                # Only the newest copy may still be running when the engine
+                # is asked for the next batch.
+                feeder.retire(keep=1)
+            if ahead is not None:
+                out = feeder.ready(*ahead)
+                ahead = None
+                yield out
+                del out
+        finally:
+            ahead = None
+            feeder.retire(keep=0)
+
+    def _host_batches(self, with_buffer=False):
         if self._mid_epoch and not self._resume_pending:
             if self._last_index == len(self) - 1:
                 # The last pass got every batch but stopped before seeing the
@@ -182,11 +228,12 @@ class Loader:
             fields = {name: _tensor(a, dt) for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
             batch = Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
             self._last_index = batch.index
+            buffer = d["buffer"]
             # Only the caller may hold this batch while the next one is
             # fetched: locals of a suspended generator would pin its buffer
             # and starve the ring.
             del d, fields
-            yield batch
+            yield (batch, buffer) if with_buffer else batch
             del batch
 
     # -- resume ------------------------------------------------------------
@@ -208,12 +255,19 @@ class Loader:
     # -- diagnostics and lifetime ------------------------------------------
     def stats(self):
         """A snapshot of the engine's metrics (per-op time, worker busy/idle,
-        ring depth and bytes, consumer wait, errors by reason)."""
-        return self._loader.metrics()
+        ring depth and bytes, consumer wait, errors by reason; with a device,
+        the copies and pinned buffers)."""
+        m = self._loader.metrics()
+        if self._feeder is not None:
+            m["device"] = self._feeder.stats()
+        return m
 
     def close(self):
         """Stops and joins the worker threads. Tensors already handed out
         stay valid."""
+        if self._feeder is not None:
+            # Copies finish and buffers are unpinned while the ring is alive.
+            self._feeder.close()
         if not self._loader.closed:
             self._loader.close()
 
@@ -226,7 +280,7 @@ class Loader:
     def __del__(self):
         loader = getattr(self, "_loader", None)
         if loader is not None and not loader.closed:
-            loader.close()
+            self.close()
 
 
 class RecordLoader(Loader):

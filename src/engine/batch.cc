@@ -72,4 +72,9 @@ std::shared_ptr<void> Batch::keepalive() const {
   return std::shared_ptr<void>(d_, d_->buffer->data());
 }
 
+std::span<std::byte> Batch::buffer() const {
+  if (!d_) return {};
+  return {static_cast<std::byte*>(d_->buffer->data()), d_->buffer->size()};
+}
+
 }  // namespace feedline
