@@ -50,6 +50,9 @@
 
 namespace feedline {
 
+inline constexpr uint32_t kMaxAutoRingDepth = 32;
+inline constexpr double kDefaultRamFraction = 0.25;
+
 enum class ErrorPolicy {
   kRaise,  // the first sample error stops the stream (default)
   kSkip,   // drop bad samples, count them; error max_errors + 1 stops the stream
@@ -65,16 +68,29 @@ struct FEEDLINE_EXPORT LoaderOptions {
   bool drop_last = false;
   uint64_t start_epoch = 0;
 
-  // Parallelism. 0 means one per core the process may use.
+  // Parallelism. 0 = auto: the tuner runs between 1 and cpu_budget worker
+  // threads, as many as keep the consumer fed (docs/tuner.md); it starts
+  // with all of them, for the first batch. A positive count is used as is.
   uint32_t num_threads = 0;
+  // Cores the tuner may use; 0: the cores in the affinity mask and cgroup
+  // quota, minus one for the training thread, at least 1.
+  uint32_t cpu_budget = 0;
 
-  // Memory. The ring holds at most `ring_depth` batch buffers (in production,
-  // ready, or held by the consumer), further capped so that their bytes stay
-  // within `max_bytes`. A budget too small for one batch is an error naming
-  // the bytes needed.
-  uint32_t ring_depth = 4;
-  uint64_t max_bytes = uint64_t{1} << 30;
+  // Memory: the RAM budget. Batch buffers, the ops' reserved bytes
+  // (read-ahead) and the workers' scratch stay within `max_bytes`; a budget
+  // too small for one batch is an error naming the bytes needed. 0 = auto:
+  // kDefaultRamFraction (a quarter) of the memory available to the process.
+  // The ring holds at most `ring_depth` batch buffers (in production, ready,
+  // or held by the consumer), fewer if the budget says so. ring_depth 0 =
+  // auto: start at 3 and grow (never shrink; buffers may be pinned) when the
+  // consumer waits on a ring too shallow for the jitter, or holds every
+  // buffer; at most kMaxAutoRingDepth.
+  uint32_t ring_depth = 0;
+  uint64_t max_bytes = 0;
   std::shared_ptr<BufferAllocator> allocator;  // null: NewHostAllocator()
+
+  // How often the tuner measures and decides, when anything is auto.
+  uint32_t tune_interval_ms = 40;
 
   // Errors.
   ErrorPolicy error_policy = ErrorPolicy::kRaise;
@@ -136,7 +152,7 @@ class FEEDLINE_EXPORT Loader {
   const Sampler& sampler() const;
   uint64_t num_batches() const;  // per epoch, on every rank
   uint64_t epoch() const;        // the epoch of the next batch
-  uint32_t num_threads() const;
+  uint32_t num_threads() const;  // active worker threads now (the tuner may change it)
 
   class Impl;
 

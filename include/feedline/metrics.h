@@ -31,6 +31,8 @@ struct FEEDLINE_EXPORT WorkerMetrics {
   uint64_t busy_ns = 0;            // running a sample's op chain
   uint64_t wait_input_ns = 0;      // idle: no sample to take (epoch done, not started)
   uint64_t blocked_output_ns = 0;  // a sample was ready to take but no batch buffer was free
+  uint64_t parked_ns = 0;          // set aside by the tuner
+  uint64_t scratch_bytes = 0;      // the worker's own buffers (decode scratch), high-water mark
 };
 
 struct FEEDLINE_EXPORT RingMetrics {
@@ -62,14 +64,38 @@ struct FEEDLINE_EXPORT ErrorMetrics {
   uint64_t log_dropped = 0;                  // errors not kept in `log`
 };
 
+// What the tuner chose and why (docs/tuner.md).
+struct FEEDLINE_EXPORT TunerMetrics {
+  bool threads_auto = false;
+  bool ring_auto = false;
+  bool read_ahead_auto = false;
+  uint32_t cpu_budget = 0;
+  uint64_t ram_budget = 0;       // max_bytes
+  uint32_t threads = 0;          // active now
+  uint32_t max_threads = 0;      // started (the budget, or the fixed count)
+  uint32_t ring_depth = 0;       // buffers the ring may use now
+  uint32_t max_ring_depth = 0;   // what the budget allows
+  uint32_t read_ahead_in_flight = 0;
+  uint64_t read_ahead_bytes = 0;
+  uint64_t reserved_bytes = 0;   // the ops' (read-ahead) share of the budget
+  uint64_t scratch_bytes = 0;    // workers' scratch, summed
+  // Memory charged to the budget now: ring buffers + reserved + scratch.
+  uint64_t charged_bytes = 0;
+  uint64_t peak_charged_bytes = 0;
+  uint64_t windows = 0;          // measurement windows seen
+  uint64_t changes = 0;          // decisions that changed something
+  std::vector<std::string> log;  // the latest changes, "t=1.20s threads 4 -> 2: ..."
+};
+
 struct FEEDLINE_EXPORT MetricsSnapshot {
   uint64_t uptime_ns = 0;  // since the loader was created
-  uint32_t num_threads = 0;
+  uint32_t num_threads = 0;            // active worker threads
   std::vector<OpMetrics> ops;          // in pipeline order
   std::vector<WorkerMetrics> workers;  // one per thread
   RingMetrics ring;
   ConsumerMetrics consumer;
   ErrorMetrics errors;
+  TunerMetrics tuner;
 
   WorkerMetrics WorkerTotals() const;
   // Multi-line human-readable summary.

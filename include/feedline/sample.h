@@ -107,6 +107,21 @@ class FEEDLINE_EXPORT Sample {
 class FEEDLINE_EXPORT OpState {
  public:
   virtual ~OpState() = default;
+  // Bytes of scratch this state holds now (decoder buffers), charged to the
+  // loader's RAM budget. Default: 0.
+  virtual uint64_t ScratchBytes() const { return 0; }
+};
+
+// A read-ahead the tuner may size: what it did and its current limits.
+struct FEEDLINE_EXPORT ReadAheadMetrics {
+  uint32_t in_flight_limit = 0;  // fetches allowed in flight now
+  uint32_t max_in_flight = 0;    // fetcher threads
+  uint64_t bytes_limit = 0;      // bytes allowed now
+  uint64_t max_bytes = 0;        // reserved from the budget
+  uint64_t fetches = 0;          // completed
+  uint64_t fetch_ns = 0;         // summed latency of completed fetches
+  uint64_t fetched_bytes = 0;
+  uint64_t peak_bytes = 0;
 };
 
 class FEEDLINE_EXPORT SampleOp {
@@ -133,6 +148,16 @@ class FEEDLINE_EXPORT SampleOp {
   // Bytes this op may hold between samples (read-ahead buffers). The loader
   // takes them out of its memory budget before sizing the batch ring.
   virtual uint64_t ReservedBytes() const { return 0; }
+  // Ops with a read-ahead report it (true) and accept new limits within
+  // what they reserved. Called by the tuner thread. Default: none.
+  virtual bool GetReadAhead(ReadAheadMetrics* out) const {
+    (void)out;
+    return false;
+  }
+  virtual void SetReadAhead(uint32_t in_flight, uint64_t bytes) const {
+    (void)in_flight;
+    (void)bytes;
+  }
 };
 
 // An op from a function, for simple stateless steps and tests.

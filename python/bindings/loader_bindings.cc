@@ -82,7 +82,9 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   for (const WorkerMetrics& w : m.workers) {
     workers.append(py::dict(py::arg("samples") = w.samples, py::arg("busy_s") = w.busy_ns / 1e9,
                             py::arg("wait_input_s") = w.wait_input_ns / 1e9,
-                            py::arg("blocked_output_s") = w.blocked_output_ns / 1e9));
+                            py::arg("blocked_output_s") = w.blocked_output_ns / 1e9,
+                            py::arg("parked_s") = w.parked_ns / 1e9,
+                            py::arg("scratch_bytes") = w.scratch_bytes));
   }
   d["workers"] = workers;
   const RingMetrics& r = m.ring;
@@ -96,6 +98,27 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   d["consumer"] = py::dict(py::arg("batches") = m.consumer.batches,
                            py::arg("next_calls") = m.consumer.next_calls,
                            py::arg("wait_s") = m.consumer.wait_ns / 1e9);
+  const TunerMetrics& t = m.tuner;
+  py::dict tuner;
+  tuner["threads_auto"] = t.threads_auto;
+  tuner["ring_auto"] = t.ring_auto;
+  tuner["read_ahead_auto"] = t.read_ahead_auto;
+  tuner["cpu_budget"] = t.cpu_budget;
+  tuner["ram_budget"] = t.ram_budget;
+  tuner["threads"] = t.threads;
+  tuner["max_threads"] = t.max_threads;
+  tuner["ring_depth"] = t.ring_depth;
+  tuner["max_ring_depth"] = t.max_ring_depth;
+  tuner["read_ahead_in_flight"] = t.read_ahead_in_flight;
+  tuner["read_ahead_bytes"] = t.read_ahead_bytes;
+  tuner["reserved_bytes"] = t.reserved_bytes;
+  tuner["scratch_bytes"] = t.scratch_bytes;
+  tuner["charged_bytes"] = t.charged_bytes;
+  tuner["peak_charged_bytes"] = t.peak_charged_bytes;
+  tuner["windows"] = t.windows;
+  tuner["changes"] = t.changes;
+  tuner["log"] = t.log;
+  d["tuner"] = tuner;
   py::list log;
   for (const SampleError& e : m.errors.log) log.append(e.ToString());
   d["errors"] = py::dict(py::arg("total") = m.errors.total, py::arg("skipped") = m.errors.skipped,
@@ -249,6 +272,8 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("drop_last", &LoaderOptions::drop_last)
       .def_readwrite("start_epoch", &LoaderOptions::start_epoch)
       .def_readwrite("num_threads", &LoaderOptions::num_threads)
+      .def_readwrite("cpu_budget", &LoaderOptions::cpu_budget)
+      .def_readwrite("tune_interval_ms", &LoaderOptions::tune_interval_ms)
       .def_readwrite("ring_depth", &LoaderOptions::ring_depth)
       .def_readwrite("max_bytes", &LoaderOptions::max_bytes)
       .def_readwrite("error_policy", &LoaderOptions::error_policy)

@@ -64,11 +64,21 @@ class Loader:
         seed: seeds the order and every augmentation; same seed, same bytes.
         drop_last: drop the tail that does not fill a (global) batch; without
             it the last batch is short and ranks are padded to equal length.
-        num_threads: worker threads; "auto" = the cores this process may use.
+        num_threads: worker threads. "auto" (default): the tuner runs as many
+            as keep your loop fed, up to cpu_budget, and leaves the other
+            cores idle for the trainer; stats()["tuner"] shows its choices.
+        cpu_budget: cores the tuner may use; None = the cores in this
+            process's affinity mask and cgroup quota, minus one for the
+            training loop, at least 1.
         prefetch_batches: batches prepared ahead of the one your loop holds.
-            The ring has prefetch_batches + 1 buffers, and that many batches
-            is the memory bound (batches you keep count against it).
-        max_bytes: cap on batch memory; an error names the bytes one batch needs.
+            "auto" (default): start at 2 and grow when your loop waits on a
+            ring too shallow for the jitter (or keeps batches), within
+            ram_budget. A number n fixes the ring at n + 1 buffers, and that
+            many batches is then the memory bound (batches you keep count).
+        ram_budget: bytes the loader may hold: batch buffers, read-ahead and
+            the workers' decode scratch. None = a quarter of the memory
+            available to the process. A budget too small for one batch is an
+            error naming the bytes needed. (max_bytes is an older name.)
         max_errors: bad samples (corrupt files) skipped and counted before
             failing; 0 fails on the first, naming file and reason.
         timeout: seconds one operation on one sample may take before the
@@ -98,9 +108,10 @@ class Loader:
     """
 
     def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
-                 num_threads="auto", prefetch_batches=2, max_bytes=1 << 32, max_errors=0, timeout=0.0,
+                 num_threads="auto", prefetch_batches="auto", ram_budget=None, max_errors=0, timeout=0.0,
                  rank=None, world_size=None, elastic=False, http_timeout=10.0, http_retries=3,
-                 read_ahead_bytes=None, read_ahead_threads=8, device=None, _raw_max_bytes=0):
+                 read_ahead_bytes=None, read_ahead_threads=8, device=None, cpu_budget=None,
+                 max_bytes=None, _raw_max_bytes=0):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -111,19 +122,28 @@ class Loader:
         o.seed = seed
         o.drop_last = drop_last
         o.num_threads = 0 if num_threads == "auto" else int(num_threads)
-        if prefetch_batches < 1:
-            raise ValueError(f"prefetch_batches must be >= 1, got {prefetch_batches}")
+        if o.num_threads == 0 and num_threads != "auto":
+            raise ValueError(f'num_threads must be "auto" or >= 1, got {num_threads!r}')
+        o.cpu_budget = 0 if cpu_budget is None else int(cpu_budget)
+        if cpu_budget is not None and o.cpu_budget < 1:
+            raise ValueError(f"cpu_budget must be >= 1, got {cpu_budget}")
+        auto_ring = prefetch_batches == "auto"
+        if not auto_ring and int(prefetch_batches) < 1:
+            raise ValueError(f'prefetch_batches must be "auto" or >= 1, got {prefetch_batches!r}')
         # A for loop still holds the previous batch while asking for the next
         # one: one buffer more than the batches prepared ahead.
-        o.ring_depth = prefetch_batches + 1
+        o.ring_depth = 0 if auto_ring else int(prefetch_batches) + 1
+        if ram_budget is None:
+            ram_budget = max_bytes
+        o.max_bytes = 0 if ram_budget is None else int(ram_budget)
         self._feeder = None
         if device is not None and torch.device(device).type != "cpu":
             from ._device import DeviceFeeder
             self._feeder = DeviceFeeder(device)
             # The batch being copied and the one fetched behind it.
-            o.ring_depth = prefetch_batches + 2
+            if not auto_ring:
+                o.ring_depth = int(prefetch_batches) + 2
         self.device = self._feeder.device if self._feeder is not None else None
-        o.max_bytes = max_bytes
         o.error_policy = _C.ErrorPolicy.SKIP if max_errors > 0 else _C.ErrorPolicy.RAISE
         o.max_errors = max_errors
         o.stall_timeout_ms = int(timeout * 1000)

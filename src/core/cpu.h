@@ -1,14 +1,38 @@
-// How many cores this process may run on.
+// How many cores and how much memory this process may use: the defaults of
+// the loader's CPU and RAM budgets (docs/tuner.md).
 #ifndef FEEDLINE_SRC_CORE_CPU_H_
 #define FEEDLINE_SRC_CORE_CPU_H_
 
 #include <cstdint>
+#include <string_view>
 
 namespace feedline::core {
 
-// Cores in the process's affinity mask (what taskset/cgroups cpusets allow),
-// at least 1. The cgroup CPU quota is the tuner's concern (a later issue).
+// Cores in the process's affinity mask (what taskset/cgroup cpusets allow),
+// capped by the cgroup CPU quota (cpu.max, or cfs_quota_us / cfs_period_us),
+// rounded up, at least 1.
 uint32_t AvailableCores();
+
+// The loader's default CPU budget: AvailableCores() minus one for the
+// training thread, at least 1.
+uint32_t DefaultCpuBudget();
+
+// Memory the process could still take: MemAvailable from /proc/meminfo,
+// capped by the cgroup's memory.max - memory.current when there is a limit.
+uint64_t AvailableMemoryBytes();
+
+// The loader's default RAM budget: kDefaultRamFraction of
+// AvailableMemoryBytes(), at least 64 MiB.
+inline constexpr double kDefaultRamFraction = 0.25;
+uint64_t DefaultRamBudget();
+
+namespace detail {
+// Parsers, exposed for tests. Return 0 when there is no limit or the text is
+// not understood.
+double ParseCgroupV2CpuMax(std::string_view text);  // "max 100000" or "150000 100000"
+uint64_t ParseMeminfoAvailable(std::string_view text);  // bytes
+uint64_t ParseCgroupMemoryValue(std::string_view text);  // "max" -> 0
+}  // namespace detail
 
 }  // namespace feedline::core
 

@@ -1,6 +1,7 @@
 #include "feedline/loader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "src/core/mutex.h"
 #include "src/engine/detail/batch_data.h"
 #include "src/engine/detail/sample_runner.h"
+#include "src/engine/detail/tuner_policy.h"
 
 namespace feedline {
 namespace {
@@ -36,6 +38,21 @@ struct Slot {
   std::vector<std::pair<uint64_t, SampleError>> errors;  // (index in batch, error)
 };
 
+// How many threads and buffers, and which of them the tuner may change.
+struct Parallelism {
+  uint32_t max_threads = 1;      // started
+  uint32_t initial_threads = 1;  // active at first
+  uint32_t max_buffers = 1;      // what ring_depth and the budget allow
+  uint32_t initial_ring = 1;
+  uint32_t cpu_budget = 1;
+  uint64_t reserved_bytes = 0;   // the ops' share of max_bytes
+  bool threads_auto = false;
+  bool ring_auto = false;
+  bool read_ahead = false;       // an op has a read-ahead to size
+};
+
+constexpr size_t kTunerLogLines = 32;
+
 }  // namespace
 
 // All state shared by the worker threads, the consumer and the batches it
@@ -44,10 +61,11 @@ struct Slot {
 class LoaderCore final : public detail::BufferHome,
                          public std::enable_shared_from_this<LoaderCore> {
  public:
-  LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, uint32_t num_threads,
-             uint32_t max_buffers);
+  LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, Parallelism par);
 
   void WorkerLoop(size_t worker);
+  // The tuner's thread: measures a window, asks the policy, applies.
+  void TunerLoop();
   // deadline_ns = 0: wait as long as it takes; else give up at that NowNs().
   Status Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, bool* timed_out);
   void Reset(uint64_t epoch, uint64_t batch);
@@ -64,21 +82,34 @@ class LoaderCore final : public detail::BufferHome,
     MutexLock l(&mu_);
     return epoch_;
   }
+  uint32_t active_threads() const {
+    MutexLock l(&mu_);
+    return active_threads_;
+  }
 
   // Constant after construction.
   const Pipeline pipeline_;
   const LoaderOptions options_;
   const Sampler sampler_;
   const std::shared_ptr<const detail::BatchLayout> layout_;
-  const uint32_t num_threads_;
+  const Parallelism par_;
+  const uint32_t num_threads_;  // started
   const uint32_t max_buffers_;
   const int64_t start_ns_;
   std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
   std::atomic<bool> cancelled_{false};
 
  private:
-  enum class Claim { kWork, kNoInput, kNoBuffer, kExit };
-  Claim CheckClaim() const REQUIRES(mu_);
+  enum class Claim { kWork, kNoInput, kNoBuffer, kParked, kExit };
+  Claim CheckClaim(size_t worker) const REQUIRES(mu_);
+  struct Totals;
+  Totals ReadTotals() const EXCLUDES(mu_);
+  detail::TunerConfig CurrentConfig() const EXCLUDES(mu_);
+  void Apply(const detail::TunerConfig& from, detail::TunerConfig to, std::vector<std::string> why)
+      EXCLUDES(mu_);
+  uint64_t ScratchBytes(uint64_t* per_thread_max) const;
+  uint64_t ChargedBytes() const REQUIRES(mu_);
+  void Log(std::string line) REQUIRES(mu_);
   Slot& SlotForClaim(uint64_t batch) REQUIRES(mu_);
   void InstallPlan() REQUIRES(mu_);
   void DrainAndClear(MutexLock* lock) REQUIRES(mu_);
@@ -92,6 +123,7 @@ class LoaderCore final : public detail::BufferHome,
   CondVar work_cv_;     // workers: something to claim, or exit
   CondVar ready_cv_;    // consumer: front batch complete, or stop
   CondVar drained_cv_;  // Reset: no sample in flight
+  CondVar tuner_cv_;    // the tuner: stop
 
   // The stream position and plan.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
@@ -109,6 +141,14 @@ class LoaderCore final : public detail::BufferHome,
   uint32_t buffers_allocated_ GUARDED_BY(mu_) = 0;
   uint32_t buffers_out_ GUARDED_BY(mu_) = 0;  // held by delivered batches
 
+  // What the tuner controls (constant unless auto).
+  uint32_t active_threads_ GUARDED_BY(mu_) = 1;  // workers with a higher index park
+  uint32_t ring_limit_ GUARDED_BY(mu_) = 1;      // buffers the ring may allocate now
+  std::deque<std::string> tuner_log_ GUARDED_BY(mu_);
+  uint64_t tuner_windows_ GUARDED_BY(mu_) = 0;
+  uint64_t tuner_changes_ GUARDED_BY(mu_) = 0;
+  mutable uint64_t peak_charged_ GUARDED_BY(mu_) = 0;  // sampled at each snapshot and window
+
   // Metrics.
   uint64_t batches_started_ GUARDED_BY(mu_) = 0;
   uint64_t batches_completed_ GUARDED_BY(mu_) = 0;
@@ -119,20 +159,22 @@ class LoaderCore final : public detail::BufferHome,
   ErrorMetrics errors_ GUARDED_BY(mu_);
 };
 
-LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler,
-                       uint32_t num_threads, uint32_t max_buffers)
+LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, Parallelism par)
     : pipeline_(std::move(pipeline)),
       options_(std::move(options)),
       sampler_(std::move(sampler)),
       layout_(std::make_shared<detail::BatchLayout>(
           detail::BatchLayout::Make(options_.batch_size, pipeline_.fields))),
-      num_threads_(num_threads),
-      max_buffers_(max_buffers),
+      par_(par),
+      num_threads_(par.max_threads),
+      max_buffers_(par.max_buffers),
       start_ns_(NowNs()) {
   for (uint32_t i = 0; i < num_threads_; ++i) {
     counters_.push_back(std::make_unique<detail::WorkerCounters>(pipeline_.ops.size()));
   }
   MutexLock l(&mu_);
+  active_threads_ = par_.initial_threads;
+  ring_limit_ = par_.initial_ring;
   epoch_ = options_.start_epoch;
   InstallPlan();
 }
@@ -160,12 +202,13 @@ void LoaderCore::InstallPlan() {
   work_cv_.SignalAll();
 }
 
-LoaderCore::Claim LoaderCore::CheckClaim() const {
+LoaderCore::Claim LoaderCore::CheckClaim(size_t worker) const {
   if (cancelled_.load(std::memory_order_relaxed) || !stopped_.ok()) return Claim::kExit;
+  if (worker >= active_threads_) return Claim::kParked;
   if (draining_ || plan_ == nullptr || next_claim_ >= plan_->ids.size()) return Claim::kNoInput;
   const uint64_t b = next_claim_ / plan_->batch_size;
   if (!inflight_.empty() && inflight_.back().batch == b) return Claim::kWork;
-  if (!free_buffers_.empty() || buffers_allocated_ < max_buffers_) return Claim::kWork;
+  if (!free_buffers_.empty() || buffers_allocated_ < ring_limit_) return Claim::kWork;
   return Claim::kNoBuffer;
 }
 
@@ -205,14 +248,15 @@ void LoaderCore::WorkerLoop(size_t worker) {
 
   MutexLock l(&mu_);
   while (true) {
-    Claim claim = CheckClaim();
-    while (claim == Claim::kNoInput || claim == Claim::kNoBuffer) {
+    Claim claim = CheckClaim(worker);
+    while (claim == Claim::kNoInput || claim == Claim::kNoBuffer || claim == Claim::kParked) {
       const int64_t t0 = NowNs();
       work_cv_.Wait(&l);
-      detail::Bump(claim == Claim::kNoBuffer ? counters->blocked_output_ns
-                                             : counters->wait_input_ns,
-                   static_cast<uint64_t>(NowNs() - t0));
-      claim = CheckClaim();
+      std::atomic<uint64_t>& idle = claim == Claim::kNoBuffer ? counters->blocked_output_ns
+                                    : claim == Claim::kParked ? counters->parked_ns
+                                                              : counters->wait_input_ns;
+      detail::Bump(idle, static_cast<uint64_t>(NowNs() - t0));
+      claim = CheckClaim(worker);
     }
     if (claim == Claim::kExit) break;
 
@@ -264,16 +308,16 @@ void LoaderCore::WorkerLoop(size_t worker) {
 }
 
 bool LoaderCore::ConsumerHoldsAllBuffers() const {
-  return inflight_.empty() && free_buffers_.empty() && buffers_allocated_ == max_buffers_ &&
-         buffers_out_ == max_buffers_;
+  return inflight_.empty() && free_buffers_.empty() && buffers_allocated_ == ring_limit_ &&
+         buffers_out_ == ring_limit_;
 }
 
 Status LoaderCore::ConsumerHoldsAllBuffersError() const {
   return ResourceExhaustedError(
-      "the consumer holds all " + std::to_string(max_buffers_) + " batch buffers (" +
-      std::to_string(max_buffers_) + " x " + Bytes(layout_->total_bytes) +
+      "the consumer holds all " + std::to_string(ring_limit_) + " batch buffers (" +
+      std::to_string(ring_limit_) + " x " + Bytes(layout_->total_bytes) +
       ", within max_bytes=" + std::to_string(options_.max_bytes) + ", ring_depth=" +
-      std::to_string(options_.ring_depth) +
+      (par_.ring_auto ? "auto" : std::to_string(options_.ring_depth)) +
       "), so no further batch can be produced; release batches or raise the budget");
 }
 
@@ -330,6 +374,14 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     }
     if (!inflight_.empty() && inflight_.front().remaining == 0) break;
     if (ConsumerHoldsAllBuffers()) {
+      if (par_.ring_auto && ring_limit_ < max_buffers_) {
+        // An auto ring grows for a consumer that keeps batches, within the budget.
+        ++ring_limit_;
+        Log("ring " + std::to_string(ring_limit_ - 1) + " -> " + std::to_string(ring_limit_) +
+            ": the consumer holds every buffer");
+        work_cv_.SignalAll();
+        continue;
+      }
       consumer_wait_ns_ += NowNs() - t0;
       return ConsumerHoldsAllBuffersError();
     }
@@ -484,6 +536,7 @@ void LoaderCore::Cancel() {
   work_cv_.SignalAll();
   ready_cv_.SignalAll();
   drained_cv_.SignalAll();
+  tuner_cv_.SignalAll();
 }
 
 void LoaderCore::ReleaseAfterJoin() {
@@ -499,7 +552,6 @@ void LoaderCore::ReleaseAfterJoin() {
 MetricsSnapshot LoaderCore::Metrics() const {
   MetricsSnapshot m;
   m.uptime_ns = static_cast<uint64_t>(NowNs() - start_ns_);
-  m.num_threads = num_threads_;
   m.ops.resize(pipeline_.ops.size());
   for (size_t i = 0; i < pipeline_.ops.size(); ++i) m.ops[i].name = pipeline_.ops[i]->name();
   for (const auto& c : counters_) {
@@ -508,6 +560,8 @@ MetricsSnapshot LoaderCore::Metrics() const {
     w.busy_ns = c->busy_ns.load(std::memory_order_relaxed);
     w.wait_input_ns = c->wait_input_ns.load(std::memory_order_relaxed);
     w.blocked_output_ns = c->blocked_output_ns.load(std::memory_order_relaxed);
+    w.parked_ns = c->parked_ns.load(std::memory_order_relaxed);
+    w.scratch_bytes = c->scratch_bytes.load(std::memory_order_relaxed);
     m.workers.push_back(w);
     for (size_t i = 0; i < c->ops.size(); ++i) {
       m.ops[i].items += c->ops[i].items.load(std::memory_order_relaxed);
@@ -515,7 +569,34 @@ MetricsSnapshot LoaderCore::Metrics() const {
       m.ops[i].busy_ns += c->ops[i].busy_ns.load(std::memory_order_relaxed);
     }
   }
+  TunerMetrics& t = m.tuner;
+  ReadAheadMetrics ra;
+  for (const auto& op : pipeline_.ops) {
+    if (op->GetReadAhead(&ra)) {
+      t.read_ahead_in_flight += ra.in_flight_limit;
+      t.read_ahead_bytes += ra.bytes_limit;
+    }
+  }
+  uint64_t per_thread = 0;
+  t.scratch_bytes = ScratchBytes(&per_thread);
   MutexLock l(&mu_);
+  m.num_threads = active_threads_;
+  t.threads_auto = par_.threads_auto;
+  t.ring_auto = par_.ring_auto;
+  t.read_ahead_auto = par_.read_ahead;
+  t.cpu_budget = par_.cpu_budget;
+  t.ram_budget = options_.max_bytes;
+  t.threads = active_threads_;
+  t.max_threads = num_threads_;
+  t.ring_depth = ring_limit_;
+  t.max_ring_depth = max_buffers_;
+  t.reserved_bytes = par_.reserved_bytes;
+  t.charged_bytes = ChargedBytes();
+  peak_charged_ = std::max(peak_charged_, t.charged_bytes);
+  t.peak_charged_bytes = peak_charged_;
+  t.windows = tuner_windows_;
+  t.changes = tuner_changes_;
+  t.log.assign(tuner_log_.begin(), tuner_log_.end());
   RingMetrics& r = m.ring;
   r.batches_started = batches_started_;
   r.batches_completed = batches_completed_;
@@ -535,12 +616,166 @@ MetricsSnapshot LoaderCore::Metrics() const {
   return m;
 }
 
+// --- The tuner (docs/tuner.md) ---------------------------------------------
+
+// Monotonic counters; a window is the difference of two readings.
+struct LoaderCore::Totals {
+  int64_t now_ns = 0;
+  uint64_t consumer_wait_ns = 0;
+  uint64_t batches = 0;
+  uint64_t samples = 0;
+  uint64_t busy_ns = 0;
+  uint64_t blocked_ns = 0;
+  uint64_t fetches = 0;
+  uint64_t fetch_ns = 0;
+  uint64_t fetched_bytes = 0;
+};
+
+LoaderCore::Totals LoaderCore::ReadTotals() const {
+  Totals t;
+  for (const auto& c : counters_) {
+    t.samples += c->samples.load(std::memory_order_relaxed);
+    t.busy_ns += c->busy_ns.load(std::memory_order_relaxed);
+    t.blocked_ns += c->blocked_output_ns.load(std::memory_order_relaxed);
+  }
+  ReadAheadMetrics ra;
+  for (const auto& op : pipeline_.ops) {
+    if (op->GetReadAhead(&ra)) {
+      t.fetches += ra.fetches;
+      t.fetch_ns += ra.fetch_ns;
+      t.fetched_bytes += ra.fetched_bytes;
+    }
+  }
+  MutexLock l(&mu_);
+  t.now_ns = NowNs();
+  t.consumer_wait_ns = consumer_wait_ns_;
+  t.batches = batches_delivered_;
+  return t;
+}
+
+detail::TunerConfig LoaderCore::CurrentConfig() const {
+  detail::TunerConfig c;
+  ReadAheadMetrics ra;
+  for (const auto& op : pipeline_.ops) {
+    if (op->GetReadAhead(&ra)) {
+      c.read_ahead_in_flight = ra.in_flight_limit;
+      c.read_ahead_bytes = ra.bytes_limit;
+    }
+  }
+  MutexLock l(&mu_);
+  c.threads = active_threads_;
+  c.ring_depth = ring_limit_;
+  return c;
+}
+
+uint64_t LoaderCore::ScratchBytes(uint64_t* per_thread_max) const {
+  uint64_t sum = 0, most = 0;
+  for (const auto& c : counters_) {
+    const uint64_t b = c->scratch_bytes.load(std::memory_order_relaxed);
+    sum += b;
+    most = std::max(most, b);
+  }
+  if (per_thread_max != nullptr) *per_thread_max = most;
+  return sum;
+}
+
+uint64_t LoaderCore::ChargedBytes() const {
+  return uint64_t{buffers_allocated_} * layout_->total_bytes + par_.reserved_bytes + ScratchBytes(nullptr);
+}
+
+void LoaderCore::Log(std::string line) {
+  char t[32];
+  std::snprintf(t, sizeof(t), "t=%.2fs ", static_cast<double>(NowNs() - start_ns_) / 1e9);
+  tuner_log_.push_back(t + std::move(line));
+  if (tuner_log_.size() > kTunerLogLines) tuner_log_.pop_front();
+  ++tuner_changes_;
+}
+
+void LoaderCore::Apply(const detail::TunerConfig& from, detail::TunerConfig to,
+                       std::vector<std::string> why) {
+  // The RAM budget: ring + reserved + scratch for every active thread (a new
+  // thread will grow scratch like the largest one has).
+  uint64_t per_thread = 0;
+  ScratchBytes(&per_thread);
+  const uint64_t batch = layout_->total_bytes;
+  auto charged = [&](uint32_t threads, uint32_t ring) {
+    return uint64_t{ring} * batch + par_.reserved_bytes + uint64_t{threads} * per_thread;
+  };
+  while (to.ring_depth > from.ring_depth && charged(to.threads, to.ring_depth) > options_.max_bytes) {
+    --to.ring_depth;
+  }
+  while (to.threads > from.threads && charged(to.threads, to.ring_depth) > options_.max_bytes) {
+    --to.threads;
+  }
+  if (to.threads != from.threads && why.empty()) why.push_back("threads: RAM budget");
+  if (to.read_ahead_in_flight != from.read_ahead_in_flight ||
+      to.read_ahead_bytes != from.read_ahead_bytes) {
+    for (const auto& op : pipeline_.ops) op->SetReadAhead(to.read_ahead_in_flight, to.read_ahead_bytes);
+  }
+  MutexLock l(&mu_);
+  ++tuner_windows_;
+  peak_charged_ = std::max(peak_charged_, ChargedBytes());
+  for (std::string& line : why) Log(std::move(line));
+  if (par_.threads_auto) active_threads_ = std::clamp<uint32_t>(to.threads, 1, num_threads_);
+  if (par_.ring_auto) ring_limit_ = std::clamp(to.ring_depth, ring_limit_, max_buffers_);
+  work_cv_.SignalAll();
+}
+
+void LoaderCore::TunerLoop() {
+  detail::TunerLimits lim;
+  lim.tune_threads = par_.threads_auto;
+  lim.tune_ring = par_.ring_auto;
+  lim.max_threads = num_threads_;
+  lim.max_ring = max_buffers_;
+  lim.batch_size = options_.batch_size;
+  ReadAheadMetrics ra;
+  for (const auto& op : pipeline_.ops) {
+    if (op->GetReadAhead(&ra)) {
+      lim.tune_read_ahead = true;
+      lim.max_in_flight = ra.max_in_flight;
+      lim.max_read_ahead_bytes = ra.max_bytes;
+    }
+  }
+  detail::TunerPolicy policy(lim);
+  const auto interval = std::chrono::milliseconds(std::max<uint32_t>(1, options_.tune_interval_ms));
+  // A window closes after this many batches, or after kMaxWindowNs.
+  constexpr uint64_t kMinBatches = 2;
+  constexpr int64_t kMaxWindowNs = 500'000'000;
+  Totals prev = ReadTotals();
+  while (true) {
+    {
+      MutexLock l(&mu_);
+      if (cancelled_.load(std::memory_order_relaxed)) return;
+      tuner_cv_.WaitFor(&l, interval);
+      if (cancelled_.load(std::memory_order_relaxed)) return;
+    }
+    const Totals now = ReadTotals();
+    if (now.batches - prev.batches < kMinBatches && now.now_ns - prev.now_ns < kMaxWindowNs) continue;
+    detail::TunerWindow w;
+    w.wall_s = static_cast<double>(now.now_ns - prev.now_ns) / 1e9;
+    w.consumer_wait_s = static_cast<double>(now.consumer_wait_ns - prev.consumer_wait_ns) / 1e9;
+    w.batches = now.batches - prev.batches;
+    w.samples = now.samples - prev.samples;
+    w.busy_s = static_cast<double>(now.busy_ns - prev.busy_ns) / 1e9;
+    w.blocked_output_s = static_cast<double>(now.blocked_ns - prev.blocked_ns) / 1e9;
+    w.fetches = now.fetches - prev.fetches;
+    w.fetch_s = static_cast<double>(now.fetch_ns - prev.fetch_ns) / 1e9;
+    w.fetched_bytes = now.fetched_bytes - prev.fetched_bytes;
+    prev = now;
+    const detail::TunerConfig current = CurrentConfig();
+    std::vector<std::string> why;
+    const detail::TunerConfig next = policy.Step(w, current, &why);
+    Apply(current, next, std::move(why));
+  }
+}
+
 // ---------------------------------------------------------------------------
 
 class Loader::Impl {
  public:
   std::shared_ptr<LoaderCore> core;
   std::vector<std::thread> threads;
+  std::thread tuner;
 };
 
 Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions options) {
@@ -564,12 +799,17 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   so.drop_last = options.drop_last;
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
 
-  uint32_t threads = options.num_threads == 0 ? core::AvailableCores() : options.num_threads;
+  Parallelism par;
+  par.cpu_budget = options.cpu_budget != 0 ? options.cpu_budget : core::DefaultCpuBudget();
+  par.threads_auto = options.num_threads == 0;
+  const uint32_t threads = par.threads_auto ? par.cpu_budget : options.num_threads;
   if (threads > kMaxThreads) {
     return InvalidArgumentError("num_threads " + std::to_string(threads) + " exceeds " +
                                 std::to_string(kMaxThreads));
   }
-  if (options.ring_depth == 0) return InvalidArgumentError("ring_depth must be > 0");
+  par.max_threads = par.initial_threads = threads;  // all of them for the first batch
+  par.ring_auto = options.ring_depth == 0;
+  if (options.max_bytes == 0) options.max_bytes = core::DefaultRamBudget();
   const detail::BatchLayout layout = detail::BatchLayout::Make(options.batch_size, pipeline.fields);
   // Ops' own buffers (read-ahead) come out of the budget first.
   uint64_t reserved = 0;
@@ -592,17 +832,25 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
                                   " samples need " + Bytes(layout.total_bytes) + " (" + detail +
                                   ")");
   }
-  const auto max_buffers = static_cast<uint32_t>(
-      std::min<uint64_t>(options.ring_depth, batch_budget / layout.total_bytes));
+  par.max_buffers = static_cast<uint32_t>(std::min<uint64_t>(
+      par.ring_auto ? kMaxAutoRingDepth : options.ring_depth, batch_budget / layout.total_bytes));
+  // Three: one batch held by the consumer, one ready, one filling.
+  par.initial_ring = par.ring_auto ? std::min<uint32_t>(3, par.max_buffers) : par.max_buffers;
+  par.reserved_bytes = reserved;
+  ReadAheadMetrics ra;
+  for (const auto& op : pipeline.ops) par.read_ahead = par.read_ahead || op->GetReadAhead(&ra);
   if (options.allocator == nullptr) options.allocator = NewHostAllocator();
 
   auto impl = std::make_unique<Impl>();
   impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options),
-                                            std::move(sampler), threads, max_buffers);
+                                            std::move(sampler), par);
   impl->core->NotifyPlan();  // before the workers start: read-ahead can begin with them
   impl->threads.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {
     impl->threads.emplace_back([core = impl->core.get(), i] { core->WorkerLoop(i); });
+  }
+  if (par.threads_auto || par.ring_auto || par.read_ahead) {
+    impl->tuner = std::thread([core = impl->core.get()] { core->TunerLoop(); });
   }
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
@@ -612,6 +860,7 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() {
   impl_->core->Cancel();
   for (std::thread& t : impl_->threads) t.join();
+  if (impl_->tuner.joinable()) impl_->tuner.join();
   // Ops' background work (read-ahead) stops now, even if delivered batches
   // keep the core alive.
   for (const auto& op : impl_->core->pipeline_.ops) op->OnPlan(nullptr, 0);
@@ -645,6 +894,6 @@ MetricsSnapshot Loader::Metrics() const { return impl_->core->Metrics(); }
 const Sampler& Loader::sampler() const { return impl_->core->sampler_; }
 uint64_t Loader::num_batches() const { return impl_->core->sampler_.num_batches(); }
 uint64_t Loader::epoch() const { return impl_->core->epoch(); }
-uint32_t Loader::num_threads() const { return impl_->core->num_threads_; }
+uint32_t Loader::num_threads() const { return impl_->core->active_threads(); }
 
 }  // namespace feedline

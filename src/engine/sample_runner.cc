@@ -47,6 +47,14 @@ SampleRunner::Outcome SampleRunner::Run(uint64_t epoch, uint64_t epoch_key, uint
     }
   }
   counters_->op_start_ns.store(0, std::memory_order_relaxed);
+  // The worker's scratch, charged to the RAM budget (high-water mark).
+  uint64_t scratch = s.scratch_.capacity();
+  for (const auto& state : states_) {
+    if (state != nullptr) scratch += state->ScratchBytes();
+  }
+  if (scratch > counters_->scratch_bytes.load(std::memory_order_relaxed)) {
+    counters_->scratch_bytes.store(scratch, std::memory_order_relaxed);
+  }
   Bump(counters_->samples, 1);
   Bump(counters_->busy_ns, static_cast<uint64_t>(t - start));
   return outcome;

@@ -50,6 +50,9 @@ class JpegDecoder {
   Status Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
                 RgbRegion* out);
 
+  // Bytes of pixel scratch held (libjpeg's own pools are per decode).
+  uint64_t scratch_bytes() const { return pixels_.capacity() + cmyk_row_.capacity(); }
+
  private:
   struct State;
   std::unique_ptr<State> state_;

@@ -28,6 +28,8 @@ class PngDecoder {
   Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
                 uint32_t y1, RgbRegion* out);
 
+  uint64_t scratch_bytes() const { return rgba_.capacity() + rgb_.capacity(); }
+
  private:
   std::vector<uint8_t> rgba_;
   std::vector<uint8_t> rgb_;

@@ -133,6 +133,10 @@ struct ImageState final : OpState {
   PngDecoder png;
   AxisPlan horizontal, vertical;
   std::vector<float> scratch;
+
+  uint64_t ScratchBytes() const override {
+    return jpeg.scratch_bytes() + png.scratch_bytes() + scratch.capacity() * sizeof(float);
+  }
 };
 
 Status CheckTransform(const ImageTransform& t) {

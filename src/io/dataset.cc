@@ -168,6 +168,14 @@ class ShardReadOp final : public SampleOp {
     if (read_ahead_) read_ahead_->SetPlan(std::move(plan), first);
   }
   uint64_t ReservedBytes() const override { return read_ahead_ ? read_ahead_->max_bytes() : 0; }
+  bool GetReadAhead(ReadAheadMetrics* out) const override {
+    if (!read_ahead_) return false;
+    *out = read_ahead_->Metrics();
+    return true;
+  }
+  void SetReadAhead(uint32_t in_flight, uint64_t bytes) const override {
+    if (read_ahead_) read_ahead_->SetLimits(in_flight, bytes);
+  }
 
   Status Apply(Sample& s, OpState* /*state*/) const override {
     size_t shard = 0;

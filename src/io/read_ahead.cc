@@ -1,11 +1,40 @@
 #include "src/io/read_ahead.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace feedline::io {
 
 ReadAhead::ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads)
-    : fetch_(std::move(fetch)), size_(std::move(size)), max_bytes_(max_bytes), num_threads_(std::max(1u, threads)) {}
+    : fetch_(std::move(fetch)),
+      size_(std::move(size)),
+      max_bytes_(max_bytes),
+      num_threads_(std::max(1u, threads)),
+      in_flight_limit_(num_threads_),
+      bytes_limit_(max_bytes) {}
+
+void ReadAhead::SetLimits(uint32_t in_flight, uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    in_flight_limit_ = std::clamp<uint32_t>(in_flight, 1, num_threads_);
+    bytes_limit_ = std::clamp<uint64_t>(bytes, 1, max_bytes_);
+  }
+  cv_.notify_all();
+}
+
+ReadAheadMetrics ReadAhead::Metrics() const {
+  std::lock_guard<std::mutex> l(mu_);
+  ReadAheadMetrics m;
+  m.in_flight_limit = in_flight_limit_;
+  m.max_in_flight = num_threads_;
+  m.bytes_limit = bytes_limit_;
+  m.max_bytes = max_bytes_;
+  m.fetches = fetches_;
+  m.fetch_ns = fetch_ns_;
+  m.fetched_bytes = fetched_bytes_;
+  m.peak_bytes = peak_bytes_;
+  return m;
+}
 
 ReadAhead::~ReadAhead() { SetPlan(nullptr, 0); }
 
@@ -65,8 +94,8 @@ void ReadAhead::FetchLoop() {
       ++next_;
       continue;
     }
-    if (bytes_ + need > max_bytes_) {
-      cv_.wait(l);  // wait for a Take (or a new plan) to free room
+    if (in_flight_ >= in_flight_limit_ || (bytes_ + need > bytes_limit_ && bytes_ > 0)) {
+      cv_.wait(l);  // wait for a fetch or a Take to free room (or new limits, or a new plan)
       continue;
     }
     ++next_;
@@ -79,11 +108,16 @@ void ReadAhead::FetchLoop() {
     const uint64_t generation = generation_;
 
     l.unlock();  // the fetch (I/O) runs without the lock
+    const auto t0 = std::chrono::steady_clock::now();
     Fetched fetched;
     Status status = fetch_(id, &fetched);
+    const auto dt = std::chrono::steady_clock::now() - t0;
     l.lock();
 
     --in_flight_;
+    ++fetches_;
+    fetch_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count());
+    fetched_bytes_ += need;
     auto it = entries_.find(id);
     if (generation != generation_ || it == entries_.end() || it->second.ready) {
       bytes_ -= need;  // the plan changed under us: drop it

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "feedline/sample.h"
 #include "feedline/sampler.h"
 #include "feedline/status.h"
 
@@ -48,6 +49,12 @@ class ReadAhead {
   // True if `id` was read ahead (or is in flight, then it waits): *out and
   // *status are its result. False: fetch it yourself.
   bool Take(uint64_t id, Fetched* out, Status* status);
+
+  // Limits within (threads, max_bytes), set by the tuner: fetches in flight
+  // and bytes held at most. A record larger than the byte limit (but within
+  // max_bytes) is still fetched when nothing else is held.
+  void SetLimits(uint32_t in_flight, uint64_t bytes);
+  ReadAheadMetrics Metrics() const;
 
   uint64_t max_bytes() const { return max_bytes_; }
   uint64_t peak_bytes() const;
@@ -80,6 +87,9 @@ class ReadAhead {
   uint64_t next_ = 0;
   uint64_t bytes_ = 0, peak_bytes_ = 0;
   uint32_t in_flight_ = 0, peak_in_flight_ = 0;
+  uint32_t in_flight_limit_ = 0;  // the tuner's limits
+  uint64_t bytes_limit_ = 0;
+  uint64_t fetches_ = 0, fetch_ns_ = 0, fetched_bytes_ = 0;
   std::unordered_map<uint64_t, Entry> entries_;
   std::vector<std::thread> threads_;
 };

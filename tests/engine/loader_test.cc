@@ -39,8 +39,8 @@ TEST(LoaderTest, RejectsBadPipelinesAndOptions) {
   EXPECT_NE(Loader::Create(empty, Options(1)).status().message().find("num_samples"),
             std::string::npos);
   LoaderOptions bad = Options(1);
-  bad.ring_depth = 0;
-  EXPECT_NE(Loader::Create(MakeTestPipeline(tp), bad).status().message().find("ring_depth"),
+  bad.num_threads = 5000;
+  EXPECT_NE(Loader::Create(MakeTestPipeline(tp), bad).status().message().find("num_threads"),
             std::string::npos);
 }
 

@@ -35,6 +35,8 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> busy_ns{0};
   std::atomic<uint64_t> wait_input_ns{0};
   std::atomic<uint64_t> blocked_output_ns{0};
+  std::atomic<uint64_t> parked_ns{0};
+  std::atomic<uint64_t> scratch_bytes{0};
   // What the worker is doing now, for the stall watchdog: op_start_ns is 0
   // when idle.
   std::atomic<int64_t> op_start_ns{0};

@@ -1,0 +1,94 @@
+// TunerPolicy: the autotuner's decisions, as a pure function of measured
+// windows (docs/tuner.md). The loader's tuner thread feeds it one window of
+// counter deltas at a time and applies what it returns; tests feed it
+// synthetic windows.
+//
+// Model: a worker thread serves a sample in `s` seconds (measured busy time
+// per sample); the consumer takes a batch every `t` seconds of its own time
+// (wall time minus its time waiting in Next). Threads needed to keep up:
+// n* = ceil(batch_size / t * s * headroom). Starving (the consumer waited)
+// adds threads up to the CPU budget, unless the last addition did not raise
+// throughput (the cores are saturated: the ceiling holds until demand
+// changes). A fed consumer sheds threads one at a time, after two windows
+// agree, never below n*: idle cores are left to the trainer. The ring grows
+// (never shrinks: its buffers may be pinned) when workers sat blocked on a
+// buffer while the consumer waited. Read-ahead keeps rate x latency fetches
+// in flight (Little's law) with 50% slack.
+#ifndef FEEDLINE_SRC_ENGINE_DETAIL_TUNER_POLICY_H_
+#define FEEDLINE_SRC_ENGINE_DETAIL_TUNER_POLICY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace feedline::detail {
+
+// Counter deltas over one window.
+struct TunerWindow {
+  double wall_s = 0;
+  double consumer_wait_s = 0;   // inside Next(), waiting
+  uint64_t batches = 0;         // delivered
+  uint64_t samples = 0;         // finished by the workers
+  double busy_s = 0;            // workers running samples
+  double blocked_output_s = 0;  // workers with work but no free buffer
+  // Read-ahead (when the pipeline has one).
+  uint64_t fetches = 0;
+  double fetch_s = 0;  // summed latency of those fetches
+  uint64_t fetched_bytes = 0;
+};
+
+struct TunerConfig {
+  uint32_t threads = 1;
+  uint32_t ring_depth = 2;
+  uint32_t read_ahead_in_flight = 0;  // 0: no read-ahead to tune
+  uint64_t read_ahead_bytes = 0;
+
+  bool operator==(const TunerConfig&) const = default;
+};
+
+struct TunerLimits {
+  bool tune_threads = true;
+  bool tune_ring = true;
+  bool tune_read_ahead = false;
+  uint32_t max_threads = 1;  // the CPU budget
+  uint32_t max_ring = 2;     // what the RAM budget allows
+  uint32_t max_in_flight = 0;
+  uint64_t max_read_ahead_bytes = 0;
+  uint64_t batch_size = 1;
+};
+
+class TunerPolicy {
+ public:
+  explicit TunerPolicy(TunerLimits limits) : limits_(limits) {}
+
+  // The configuration for the next window. `why` (if not null) gets one
+  // line per change.
+  TunerConfig Step(const TunerWindow& w, const TunerConfig& current, std::vector<std::string>* why);
+
+  static constexpr double kHeadroom = 1.2;        // threads beyond the measured need
+  static constexpr double kStarved = 0.02;        // consumer wait share that adds threads
+  static constexpr double kFed = 0.005;           // below this the consumer is fed
+  static constexpr double kMinGain = 0.05;        // an added thread must raise throughput this much
+  static constexpr double kDemandChange = 0.3;    // demand moved: forget the saturation ceiling
+  static constexpr int kShedAfter = 2;            // fed windows before shedding a thread
+  static constexpr int kCooldown = 8;             // windows a thread count re-added after a shed holds
+
+ private:
+  uint32_t TuneThreads(const TunerWindow& w, const TunerConfig& c, double starve, double demand,
+                       double service_s, std::vector<std::string>* why);
+
+  const TunerLimits limits_;
+  uint32_t ceiling_ = 0;       // threads that saturated the cores (0: none known)
+  double ceiling_demand_ = 0;  // the demand when the ceiling was found
+  uint32_t last_added_from_ = 0;
+  double last_throughput_ = 0;
+  int fed_windows_ = 0;
+  uint32_t last_shed_from_ = 0;
+  uint32_t floor_ = 0;  // after a shed starved the consumer: hold this many
+  int floor_windows_ = 0;
+  int cooldown_ = kCooldown;  // doubles each time a shed is undone: bounded oscillation
+};
+
+}  // namespace feedline::detail
+
+#endif  // FEEDLINE_SRC_ENGINE_DETAIL_TUNER_POLICY_H_

@@ -1,0 +1,320 @@
+// The autotuner: the policy on synthetic windows (exact), then live loaders
+// over ops of known service time (sleeps, so the expected thread count does
+// not depend on this machine's cores) and consumers of known rate.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "feedline/loader.h"
+#include "gtest/gtest.h"
+#include "src/core/cpu.h"
+#include "src/engine/detail/tuner_policy.h"
+#include "src/io/read_ahead.h"
+#include "tests/engine/test_pipeline.h"
+
+namespace feedline {
+namespace {
+
+using detail::TunerConfig;
+using detail::TunerLimits;
+using detail::TunerPolicy;
+using detail::TunerWindow;
+
+// A window of a loader with `threads` workers each serving a sample in
+// `service_s`, capped by `cores`, feeding a consumer that needs `step_s` per
+// batch of `batch` samples (0: drains).
+TunerWindow Simulate(uint32_t threads, double service_s, uint32_t cores, double step_s, uint64_t batch,
+                     double noise = 0, std::mt19937* rng = nullptr) {
+  // CPU contention: beyond `cores`, each thread runs proportionally slower.
+  const double eff_service = service_s * std::max(1.0, static_cast<double>(threads) / cores);
+  double capacity = threads / eff_service;  // samples/s
+  if (rng != nullptr && noise > 0) capacity *= 1 + std::uniform_real_distribution<>(-noise, noise)(*rng);
+  TunerWindow w;
+  w.batches = 32;
+  w.samples = w.batches * batch;
+  const double own = step_s * w.batches;               // the consumer's own time
+  const double production = w.samples / capacity;      // the loader's time for the same samples
+  w.wall_s = std::max(own, production);
+  w.consumer_wait_s = w.wall_s - own;
+  w.busy_s = w.samples * eff_service;
+  return w;
+}
+
+TunerLimits Limits(uint32_t max_threads, uint64_t batch) {
+  TunerLimits l;
+  l.max_threads = max_threads;
+  l.max_ring = 8;
+  l.batch_size = batch;
+  return l;
+}
+
+TEST(TunerPolicyTest, ADrainingConsumerGetsEveryThreadThatHelps) {
+  TunerPolicy p(Limits(16, 32));
+  TunerConfig c{.threads = 1, .ring_depth = 3};
+  for (int i = 0; i < 40; ++i) c = p.Step(Simulate(c.threads, 0.004, 16, 0, 32), c, nullptr);
+  EXPECT_EQ(c.threads, 16u);  // sleep-like ops: scaling is linear up to the budget
+}
+
+TEST(TunerPolicyTest, StopsAddingThreadsWhenTheCoresAreSaturated) {
+  TunerPolicy p(Limits(16, 32));
+  TunerConfig c{.threads = 1, .ring_depth = 3};
+  std::vector<std::string> why;
+  for (int i = 0; i < 40; ++i) c = p.Step(Simulate(c.threads, 0.004, 4, 0, 32), c, &why);
+  // 4 cores: a fifth thread adds nothing, so the tuner backs off to 4 and stays.
+  EXPECT_EQ(c.threads, 4u);
+  EXPECT_TRUE(std::any_of(why.begin(), why.end(),
+                          [](const std::string& s) { return s.find("saturated") != std::string::npos; }));
+}
+
+TEST(TunerPolicyTest, ASlowConsumerGetsOnlyTheThreadsItNeeds) {
+  TunerPolicy p(Limits(16, 32));
+  TunerConfig c{.threads = 16, .ring_depth = 3};
+  // Demand 32 / 0.032 s = 1000 samples/s at 4 ms/sample: 4 threads, x1.2 -> 5.
+  for (int i = 0; i < 60; ++i) c = p.Step(Simulate(c.threads, 0.004, 16, 0.032, 32), c, nullptr);
+  EXPECT_EQ(c.threads, 5u);
+}
+
+TEST(TunerPolicyTest, ReadaptsWhenTheConsumerSpeedsUpAndSlowsDown) {
+  TunerPolicy p(Limits(16, 32));
+  TunerConfig c{.threads = 16, .ring_depth = 3};
+  for (int i = 0; i < 60; ++i) c = p.Step(Simulate(c.threads, 0.004, 16, 0.064, 32), c, nullptr);
+  EXPECT_EQ(c.threads, 3u);  // 500/s x 4 ms x 1.2 = 2.4
+  for (int i = 0; i < 20; ++i) c = p.Step(Simulate(c.threads, 0.004, 16, 0.016, 32), c, nullptr);
+  EXPECT_GE(c.threads, 8u);  // 2000/s: 8 threads at least
+  for (int i = 0; i < 60; ++i) c = p.Step(Simulate(c.threads, 0.004, 16, 0.064, 32), c, nullptr);
+  EXPECT_EQ(c.threads, 3u);
+}
+
+TEST(TunerPolicyTest, NoisyWindowsDoNotOscillateWithoutBound) {
+  TunerPolicy p(Limits(16, 32));
+  TunerConfig c{.threads = 16, .ring_depth = 3};
+  std::mt19937 rng(7);
+  std::vector<std::string> why;
+  // A consumer right at the edge of what 4 threads deliver, with 20% noise:
+  // the worst case for shed / re-add cycles.
+  int changes_late = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t before = c.threads;
+    c = p.Step(Simulate(c.threads, 0.004, 16, 0.0335, 32, 0.2, &rng), c, &why);
+    if (i >= 1000 && c.threads != before) ++changes_late;
+    ASSERT_GE(c.threads, 1u);
+    ASSERT_LE(c.threads, 16u);
+  }
+  // The cooldown doubles after each undone shed: changes die out.
+  EXPECT_LE(changes_late, 12) << why.size() << " changes in all";
+}
+
+TEST(TunerPolicyTest, TheRingGrowsWhenWorkersWaitForBuffersWhileTheConsumerStarves) {
+  TunerPolicy p(Limits(4, 32));
+  TunerConfig c{.threads = 4, .ring_depth = 3};
+  TunerWindow w = Simulate(4, 0.004, 16, 0, 32);
+  w.blocked_output_s = 0.5 * w.busy_s;
+  const TunerConfig next = p.Step(w, c, nullptr);
+  EXPECT_EQ(next.ring_depth, 4u);
+}
+
+TEST(TunerPolicyTest, ReadAheadKeepsRateTimesLatencyInFlight) {
+  TunerLimits l = Limits(4, 32);
+  l.tune_threads = false;
+  l.tune_read_ahead = true;
+  l.max_in_flight = 64;
+  l.max_read_ahead_bytes = 64 << 20;
+  TunerPolicy p(l);
+  TunerConfig c{.threads = 4, .ring_depth = 3, .read_ahead_in_flight = 64, .read_ahead_bytes = 64 << 20};
+  TunerWindow w = Simulate(4, 0.001, 16, 0.032, 32);  // 1000 records/s, fed
+  w.fetches = w.samples;
+  w.fetch_s = w.fetches * 0.020;  // 20 ms per fetch
+  w.fetched_bytes = w.fetches * 100'000;
+  c = p.Step(w, c, nullptr);
+  // 1000/s x 1.2 x 20 ms x 1.5 + 1 = 37 fetches; twice their bytes.
+  EXPECT_EQ(c.read_ahead_in_flight, 37u);
+  EXPECT_EQ(c.read_ahead_bytes, 2u * 37u * 100'000u);
+}
+
+// --- Live loaders ------------------------------------------------------------
+
+// One op that sleeps `service` per sample: like a remote read or a GIL-free
+// decode on a machine with more cores than threads.
+Pipeline SleepPipeline(uint64_t samples, std::chrono::microseconds service) {
+  Pipeline p;
+  p.num_samples = samples;
+  p.fields = {{"x", DType::kFloat32, {1024}}};
+  p.ops.push_back(MakeOp("work", [service](Sample& s) {
+    std::this_thread::sleep_for(service);
+    *s.output_as<float>(0) = static_cast<float>(s.id());
+    return Status::OK();
+  }));
+  return p;
+}
+
+struct RunResult {
+  uint32_t threads_end = 0;
+  double starved = 0;  // consumer wait share over the measured part
+  uint64_t max_charged = 0;
+};
+
+// Consumes `batches` batches spending `step` on each; measures the last half.
+RunResult Consume(Loader& loader, int batches, std::chrono::microseconds step) {
+  RunResult r;
+  Batch b;
+  bool end = false;
+  double wait = 0, total = 0;
+  for (int i = 0; i < batches; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(loader.Next(&b, &end).ok());
+    if (end) {
+      --i;
+      continue;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(step);
+    const auto t2 = std::chrono::steady_clock::now();
+    if (i >= batches / 2) {
+      wait += std::chrono::duration<double>(t1 - t0).count();
+      total += std::chrono::duration<double>(t2 - t0).count();
+    }
+    const MetricsSnapshot m = loader.Metrics();
+    r.max_charged = std::max(r.max_charged, m.tuner.charged_bytes);
+    EXPECT_LE(m.tuner.charged_bytes, m.tuner.ram_budget);
+  }
+  r.starved = wait / total;
+  r.threads_end = loader.num_threads();
+  return r;
+}
+
+LoaderOptions AutoOptions(uint64_t batch, uint32_t cpu_budget) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.shuffle = true;
+  o.cpu_budget = cpu_budget;
+  o.tune_interval_ms = 20;
+  o.max_bytes = 64 << 20;
+  return o;
+}
+
+TEST(TunerLoaderTest, LandsOnTheThreadsTheConsumerNeedsAndLeavesTheRestIdle) {
+  // 2 ms per sample; the consumer takes 16 samples every 16 ms = 1000/s:
+  // 2 threads keep up, 1.2 x 2 = 2.4 -> 3 with headroom.
+  auto loader = testing::MustCreate(SleepPipeline(100000, std::chrono::microseconds(2000)),
+                                    AutoOptions(16, 8));
+  const RunResult r = Consume(*loader, 150, std::chrono::microseconds(16000));
+  EXPECT_GE(r.threads_end, 2u);
+  EXPECT_LE(r.threads_end, 4u);
+  EXPECT_LT(r.starved, 0.05);
+  EXPECT_FALSE(loader->Metrics().tuner.log.empty());
+}
+
+TEST(TunerLoaderTest, AddsThreadsUpToTheBudgetForAFastConsumer) {
+  auto loader = testing::MustCreate(SleepPipeline(100000, std::chrono::microseconds(2000)),
+                                    AutoOptions(16, 6));
+  const RunResult r = Consume(*loader, 60, std::chrono::microseconds(0));
+  EXPECT_EQ(r.threads_end, 6u);
+}
+
+TEST(TunerLoaderTest, ReadaptsAfterTheConsumerRateChanges) {
+  auto loader = testing::MustCreate(SleepPipeline(1000000, std::chrono::microseconds(2000)),
+                                    AutoOptions(16, 8));
+  const RunResult fast = Consume(*loader, 60, std::chrono::microseconds(0));
+  EXPECT_EQ(fast.threads_end, 8u);
+  // Training -> a slower phase: 16 per 32 ms = 500/s needs 1 thread (x1.2: 2).
+  const RunResult slow = Consume(*loader, 150, std::chrono::microseconds(32000));
+  EXPECT_LE(slow.threads_end, 3u);
+  EXPECT_LT(slow.starved, 0.05);
+  const RunResult fast_again = Consume(*loader, 60, std::chrono::microseconds(0));
+  EXPECT_GE(fast_again.threads_end, 6u);
+}
+
+TEST(TunerLoaderTest, StaysWithinTheRamBudgetAndGrowsTheRingForAHoardingConsumer) {
+  LoaderOptions o = AutoOptions(16, 4);
+  const uint64_t batch_bytes = 16 * 1024 * 4;
+  o.max_bytes = 6 * batch_bytes + 4096;  // room for 6 buffers, not 7
+  auto loader = testing::MustCreate(SleepPipeline(10000, std::chrono::microseconds(100)), o);
+  std::vector<Batch> held;
+  Batch b;
+  bool end = false;
+  for (int i = 0; i < 6; ++i) {  // an auto ring grows for a consumer that keeps batches...
+    ASSERT_TRUE(loader->Next(&b, &end).ok());
+    held.push_back(b);
+    EXPECT_LE(loader->Metrics().tuner.charged_bytes, o.max_bytes);
+  }
+  // ...up to the budget, then says so instead of hanging.
+  const Status st = loader->Next(&b, &end);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+  EXPECT_EQ(loader->Metrics().tuner.ring_depth, 6u);
+}
+
+TEST(TunerLoaderTest, FixedSettingsAreLeftAlone) {
+  LoaderOptions o = AutoOptions(16, 8);
+  o.num_threads = 3;
+  o.ring_depth = 4;
+  auto loader = testing::MustCreate(SleepPipeline(100000, std::chrono::microseconds(500)), o);
+  Consume(*loader, 40, std::chrono::microseconds(0));
+  const MetricsSnapshot m = loader->Metrics();
+  EXPECT_EQ(m.num_threads, 3u);
+  EXPECT_FALSE(m.tuner.threads_auto);
+  EXPECT_EQ(m.tuner.ring_depth, 4u);
+}
+
+TEST(TunerLoaderTest, SizesReadAheadToLatencyTimesRate) {
+  // A read op over io::ReadAhead whose fetches take 10 ms (a remote store):
+  // at ~1000 records/s, about 1000 x 1.2 x 10 ms x 1.5 + 1 = 19 in flight.
+  class SlowReadOp final : public SampleOp {
+   public:
+    SlowReadOp()
+        : ra_([](uint64_t, io::Fetched* f) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                f->buffer.assign(1000, 1);
+                f->data_size = 1000;
+                return Status::OK();
+              },
+              [](uint64_t) { return uint64_t{1000}; }, 1 << 20, 64) {}
+    std::string_view name() const override { return "read"; }
+    void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const override {
+      ra_.SetPlan(std::move(plan), first);
+    }
+    uint64_t ReservedBytes() const override { return ra_.max_bytes(); }
+    bool GetReadAhead(ReadAheadMetrics* out) const override {
+      *out = ra_.Metrics();
+      return true;
+    }
+    void SetReadAhead(uint32_t in_flight, uint64_t bytes) const override { ra_.SetLimits(in_flight, bytes); }
+    Status Apply(Sample& s, OpState*) const override {
+      io::Fetched f;
+      Status st;
+      if (!ra_.Take(s.id(), &f, &st)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      *s.output_as<float>(0) = 1;
+      return st;
+    }
+
+   private:
+    mutable io::ReadAhead ra_;
+  };
+  Pipeline p;
+  p.num_samples = 100000;
+  p.fields = {{"x", DType::kFloat32, {1024}}};
+  p.ops.push_back(std::make_shared<SlowReadOp>());
+  LoaderOptions o = AutoOptions(16, 2);
+  auto loader = testing::MustCreate(std::move(p), o);
+  const RunResult r = Consume(*loader, 150, std::chrono::microseconds(16000));  // 1000 records/s
+  const MetricsSnapshot m = loader->Metrics();
+  EXPECT_TRUE(m.tuner.read_ahead_auto);
+  EXPECT_GE(m.tuner.read_ahead_in_flight, 12u);
+  EXPECT_LE(m.tuner.read_ahead_in_flight, 28u);
+  EXPECT_LT(r.starved, 0.05);
+}
+
+TEST(CpuBudgetTest, ParsesCgroupAndMeminfo) {
+  EXPECT_EQ(core::detail::ParseCgroupV2CpuMax("max 100000\n"), 0);
+  EXPECT_DOUBLE_EQ(core::detail::ParseCgroupV2CpuMax("150000 100000\n"), 1.5);
+  EXPECT_EQ(core::detail::ParseMeminfoAvailable("MemTotal: 100 kB\nMemFree: 5 kB\nMemAvailable:  20 kB\n"),
+            20u * 1024);
+  EXPECT_EQ(core::detail::ParseCgroupMemoryValue("max\n"), 0u);
+  EXPECT_EQ(core::detail::ParseCgroupMemoryValue("1048576\n"), 1048576u);
+  EXPECT_GE(core::DefaultCpuBudget(), 1u);
+  EXPECT_GE(core::DefaultRamBudget(), uint64_t{64} << 20);
+}
+
+}  // namespace
+}  // namespace feedline
