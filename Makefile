@@ -47,6 +47,7 @@ test: build
 	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py --quick >/dev/null
 
 # BENCH_IMAGES / BENCH_REPEATS choose the dataset size and repeats.
 BENCH_IMAGES ?= 2000
@@ -56,6 +57,8 @@ bench: build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py \
+	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 
 # Sanitizer builds use clang: its TSan is the reference implementation and
