@@ -44,22 +44,27 @@ test: build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/python
 	@echo "benchmark smoke (quick mode, so the benchmark code cannot rot):"
-	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' >/dev/null
+	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' \
+	  --benchmark_out=bench/results/engine-quick.json --benchmark_out_format=json >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py --quick >/dev/null
+	$(PYTHON) bench/summary.py --quick >/dev/null
 
 # BENCH_IMAGES / BENCH_REPEATS choose the dataset size and repeats.
 BENCH_IMAGES ?= 2000
 BENCH_REPEATS ?= 3
 bench: build
-	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+	  --benchmark_out=bench/results/engine.json --benchmark_out_format=json
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+	@echo; echo "=== all benchmarks (bench/results/summary.md) ==="
+	$(PYTHON) bench/summary.py
 
 # Sanitizer builds use clang: its TSan is the reference implementation and
 # -Wthread-safety checks our lock annotations in the same build.

@@ -1,0 +1,146 @@
+"""One table from every benchmark `make bench` ran (issue 8): feedline vs the
+peer, the ratio, the median and the spread of the repeats. Reads
+bench/results/{image_pipeline,storage,tuner,engine}.json (or their -quick
+variants) and writes bench/results/summary.{md,json}.
+
+    /usr/bin/python3 bench/summary.py [--quick]
+"""
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+
+
+def load(name, quick):
+    path = RESULTS / f"{name}{'-quick' if quick else ''}.json"
+    if not path.exists():
+        print(f"summary: {path} missing (that benchmark did not run)", file=sys.stderr)
+        return None
+    return json.loads(path.read_text())
+
+
+def row(rows, what, feedline, peer=None, ratio=None, spread="", unit="", note=""):
+    rows.append({"benchmark": what, "feedline": feedline, "peer": peer, "ratio": ratio, "spread": spread,
+                 "unit": unit, "note": note})
+
+
+def image_rows(rows, d):
+    r = d["results"]
+
+    def rate(name):
+        return r[name]["images_per_s"], f"{r[name]['min']:.0f}-{r[name]['max']:.0f}"
+
+    for recipe in ("train", "eval"):
+        f, fs = rate(f"{recipe}/feedline")
+        t, ts = rate(f"{recipe}/torch")
+        row(rows, f"{recipe} pipeline, images/s (C++ runner)", f, t, f / t, f"{fs} vs {ts}", "img/s",
+            "peer: torch DataLoader + torchvision, workers = cores")
+    if "train/feedline-python" in r:
+        f, fs = rate("train/feedline-python")
+        t, _ = rate("train/torch")
+        row(rows, "train pipeline, images/s (Python loader)", f, t, f / t, fs, "img/s")
+        c, _ = rate("train/feedline")
+        row(rows, "Python loader / C++ runner, images/s", f, c, f / c, "", "img/s", "target: within 3%")
+    f, t = r["train/feedline"]["cpu_s_per_1000"], r["train/torch"]["cpu_s_per_1000"]
+    row(rows, "train CPU-seconds per 1000 images", f, t, t / f, "", "CPU-s", "ratio: peer / feedline")
+    for name in ("train/feedline", "train/feedline-python"):
+        if name in r:
+            f, t = r[name]["peak_mib"], r["train/torch"]["peak_mib"]
+            row(rows, f"peak memory, process tree ({name.split('/')[1]})", f, t, t / f, "", "MiB PSS",
+                "ratio: peer / feedline")
+    f, t = r["train/feedline"]["first_batch_s"], r["train/torch"]["first_batch_s"]
+    row(rows, "time to first batch", f, t, t / f if f else None, "", "s", "ratio: peer / feedline")
+    if "1core/feedline-train" in r:
+        f, _ = rate("1core/feedline-train")
+        t, _ = rate("1core/full-decode")
+        row(rows, "1 core: train pipeline vs plain full decode", f, t, f / t, "", "img/s")
+    runs = r.get("train/feedline-python", {}).get("runs", [])
+    over = [x["ready_batch_overhead_us"] for x in runs if "ready_batch_overhead_us" in x]
+    if over:
+        row(rows, "Python hand-over of a ready batch", statistics.median(over), None, None,
+            f"{min(over):.0f}-{max(over):.0f}", "us")
+
+
+def storage_rows(rows, d):
+    r = d["rows"]
+    for threads in (1, 2):
+        base = r.get(f"loose files, {threads} thread{'s' if threads > 1 else ''}")
+        for kind in ("feedline shards", "WebDataset tar"):
+            x = r.get(f"{kind}, {threads} thread{'s' if threads > 1 else ''}")
+            if base and x:
+                row(rows, f"read, {kind} vs loose files, {threads} thread(s)", x["samples_per_s"],
+                    base["samples_per_s"], x["samples_per_s"] / base["samples_per_s"],
+                    f"{x['min']:.0f}-{x['max']:.0f}", "samples/s")
+    pack = d.get("pack_mb_per_s") or []
+    if pack:
+        row(rows, "pack", statistics.median(pack), None, None, f"{min(pack):.0f}-{max(pack):.0f}", "MB/s")
+
+
+def tuner_rows(rows, d):
+    s = d["summary"]
+    tuned = [x["images_per_s"] for x in d["drain"]["tuned"]]
+    best = [x["images_per_s"] for x in d["drain"][s["best_static"]]]
+    row(rows, f"autotuner vs best static ({s['best_static']})", statistics.median(tuned), statistics.median(best),
+        s["tuned_over_best_static"], f"{min(tuned):.0f}-{max(tuned):.0f}", "img/s", "target >= 0.95")
+    row(rows, "autotuner threads for a consumer-bound loop", s["tuned_threads"], s["threads_needed"], None, "",
+        "threads", f"peer: fewest static threads with < 1% starvation; tuned starvation "
+                   f"{100 * s['tuned_starvation']:.2f}%")
+
+
+def engine_rows(rows, d):
+    by = {}
+    for b in d.get("benchmarks", []):
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        if "ns/sample/thread" in b and b["name"].startswith("BM_EngineTrivialOp"):
+            key = b["name"].split("/real_time")[0].replace("BM_EngineTrivialOp/", "")
+            by.setdefault(key, []).append(b["ns/sample/thread"] * 1e9)
+    for key, v in by.items():
+        row(rows, f"engine overhead ({key})", statistics.median(v), None, None, "", "ns/sample/thread",
+            "target <= 1000")
+
+
+def fmt(x):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.2f}" if abs(x) < 100 else f"{x:.0f}"
+    return str(x)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    rows, meta = [], {}
+    for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
+                     ("engine", engine_rows)):
+        d = load(name, a.quick)
+        if d is None:
+            continue
+        fn(rows, d)
+        if "meta" in d:
+            meta[name] = d["meta"]
+        elif "context" in d:
+            meta[name] = {"date": d["context"].get("date"), "cpus": d["context"].get("num_cpus")}
+    lines = ["# feedline benchmarks: one table", ""]
+    for name, m in meta.items():
+        lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in m.items()))
+    lines += ["", "| benchmark | feedline | peer | ratio | spread (feedline) | unit | note |",
+              "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"**{r['ratio']:.2f}x**" if r["ratio"] is not None else "-"
+        lines.append(f"| {r['benchmark']} | {fmt(r['feedline'])} | {fmt(r['peer'])} | {ratio} | {r['spread']} | "
+                     f"{r['unit']} | {r['note']} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    suffix = "-quick" if a.quick else ""
+    (RESULTS / f"summary{suffix}.md").write_text(text)
+    (RESULTS / f"summary{suffix}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
