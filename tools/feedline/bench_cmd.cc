@@ -1,5 +1,7 @@
 // `feedline bench-pipeline DIR [--recipe train|eval] [--threads N]
-//     [--batch B] [--batches K] [--warmup W] [--mode pipeline|decode]`
+//     [--batch B] [--batches K] [--warmup W] [--mode pipeline|decode]
+//     [--cpu-budget C] [--ring-depth D] [--ram-budget BYTES]`
+// (threads, ring depth and budgets default to auto: the tuner decides)
 //
 // Measures one configuration and prints one JSON line; bench/e2e/ runs it
 // beside the torch DataLoader peer and computes ratios.
@@ -72,15 +74,20 @@ int Decode(const ImageFolder& folder, uint64_t count) {
 }  // namespace
 
 int RunBenchPipeline(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {"recipe", "threads", "batch", "batches", "warmup", "mode", "images"}, {});
+  auto f = Flags::Parse(args, {"recipe", "threads", "batch", "batches", "warmup", "mode", "images", "cpu-budget",
+                               "ring-depth", "ram-budget"},
+                        {});
   if (!f.ok()) return Fail(f.status());
   if (f->positional().size() != 1) return Fail(InvalidArgumentError("usage: bench-pipeline DIR"));
   auto folder = ImageFolder::Open(f->positional()[0]);
   if (!folder.ok()) return Fail(folder.status());
+  // 0 = auto (the tuner) for threads, ring depth, CPU and RAM budgets.
   auto threads = f->GetUint("threads", 0), batch = f->GetUint("batch", 256);
+  auto budget = f->GetUint("cpu-budget", 0), ring = f->GetUint("ring-depth", 0), ram = f->GetUint("ram-budget", 0);
   auto batches = f->GetUint("batches", 20), warmup = f->GetUint("warmup", 2);
   auto images = f->GetUint("images", (*folder)->files.size());
-  for (const Status& st : {threads.status(), batch.status(), batches.status(), warmup.status(), images.status()}) {
+  for (const Status& st : {threads.status(), batch.status(), batches.status(), warmup.status(), images.status(),
+                           budget.status(), ring.status(), ram.status()}) {
     if (!st.ok()) return Fail(st);
   }
   if (f->Get("mode", "pipeline") == "decode") return Decode(**folder, *images);
@@ -94,8 +101,9 @@ int RunBenchPipeline(const std::vector<std::string>& args) {
   o.drop_last = true;
   o.seed = 1;
   o.num_threads = static_cast<uint32_t>(*threads);
-  o.ring_depth = 3;
-  o.max_bytes = uint64_t{4} << 30;
+  o.cpu_budget = static_cast<uint32_t>(*budget);
+  o.ring_depth = static_cast<uint32_t>(*ring);
+  o.max_bytes = *ram;
   const auto t_create = Clock::now();
   auto loader = Loader::Create(ImageFolderPipeline(*folder, t), o);
   if (!loader.ok()) return Fail(loader.status());

@@ -16,6 +16,7 @@ int RunPack(const std::vector<std::string>& args);
 int RunBenchRead(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
+int RunDoctor(const std::vector<std::string>& args);
 
 }  // namespace feedline::cli
 

@@ -19,7 +19,9 @@ void Usage() {
                "  pack SRC OUT [options]             pack an image folder or list into shards\n"
                "  verify DIR                         check every checksum of a packed dataset\n"
                "  inspect DIR                        summarise a packed dataset\n"
-               "  bench-read SRC [options]           read throughput of a source, no decode (JSON)\n");
+               "  bench-read SRC [options]           read throughput of a source, no decode (JSON)\n"
+               "  doctor DATA [options]              per-stage costs, bottleneck and scaling of a pipeline\n"
+               "                                     (--help for options; python3 -m feedline.doctor)\n");
 }
 
 }  // namespace
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   if (command == "verify") return feedline::cli::RunVerify(args);
   if (command == "inspect") return feedline::cli::RunInspect(args);
   if (command == "bench-read") return feedline::cli::RunBenchRead(args);
+  if (command == "doctor") return feedline::cli::RunDoctor(args);
   std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
   Usage();
   return 2;
