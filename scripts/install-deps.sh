@@ -27,6 +27,7 @@ PACKAGES=(
   python3-torch
   python3-torchvision
   libtorch-dev         # the libtorch C++ training example
+  chromium             # headless render of the doctor's HTML report (tests/python/test_doctor_reports.py)
 )
 
 missing=()

@@ -13,10 +13,26 @@ identical for any thread count and resumable mid-epoch.
         loader.set_epoch(epoch)
         for images, labels in loader:
             ...
+
+feedline.doctor measures any training loop (this loader, a torch DataLoader,
+any iterable) and says how starved it is, why, and what to change.
 """
 from . import _C
 from . import transforms
 from ._C import CancelledError, Error, ResourceError
 from .loader import Batch, Loader, RecordLoader
 
-__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "Error", "ResourceError", "CancelledError"]
+__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError"]
+
+
+def __getattr__(name):
+    # feedline.doctor is imported on first use: importing feedline stays as
+    # light as it was, and the loader works where the doctor is not installed.
+    if name == "doctor":
+        import importlib
+        return importlib.import_module(".doctor", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"doctor"})

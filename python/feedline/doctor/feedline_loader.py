@@ -1,0 +1,125 @@
+"""Evidence from a feedline Loader: the engine already counts everything
+(per-op items and busy time, per-worker busy / waiting for input / blocked
+on output, ring depth and bytes, consumer wait; docs/engine.md "Metrics"), so
+the doctor only takes a snapshot when it starts watching and another when it
+reports, and works on the difference."""
+import os
+
+
+def is_feedline_loader(obj):
+    try:
+        from ..loader import Loader
+    except ImportError:
+        return False
+    return isinstance(obj, Loader)
+
+
+def source_kind(source):
+    if source.startswith(("http://", "https://")):
+        return "url"
+    if os.path.isfile(os.path.join(source, "manifest.json")):
+        return "packed"
+    if source.endswith(".tar") or (os.path.isdir(source) and any(n.endswith(".tar") for n in os.listdir(source))):
+        return "tar"
+    return "folder"
+
+
+def stats_delta(s0, s1):
+    """Per-stage evidence from two loader.stats() snapshots (s0 may be None:
+    since the loader was made)."""
+    def ops(s):
+        return {o["name"]: o for o in (s or {}).get("ops", [])}
+    o0, o1 = ops(s0), ops(s1)
+    out_ops = []
+    for name, o in o1.items():
+        b = o0.get(name, {"items": 0, "busy_s": 0.0, "errors": 0})
+        items = o["items"] - b["items"]
+        busy = o["busy_s"] - b["busy_s"]
+        out_ops.append({"name": name, "items": items, "busy_s": busy, "errors": o["errors"] - b["errors"],
+                        "per_item_s": busy / items if items else 0.0})
+    def wsum(s, key):
+        return sum(w[key] for w in (s or {}).get("workers", []))
+    threads = s1.get("num_threads") or len(s1.get("workers", [])) or 1
+    uptime = s1["uptime_s"] - ((s0 or {}).get("uptime_s") or 0.0)
+    busy = wsum(s1, "busy_s") - wsum(s0, "busy_s")
+    samples = wsum(s1, "samples") - wsum(s0, "samples")
+    c0, c1 = (s0 or {}).get("consumer", {}), s1.get("consumer", {})
+    return {
+        "num_threads": threads, "uptime_s": uptime, "ops": out_ops, "samples": samples,
+        "busy_s": busy,
+        "wait_input_s": wsum(s1, "wait_input_s") - wsum(s0, "wait_input_s"),
+        "blocked_output_s": wsum(s1, "blocked_output_s") - wsum(s0, "blocked_output_s"),
+        "utilisation": busy / (threads * uptime) if uptime > 0 else None,
+        "consumer_wait_s": c1.get("wait_s", 0.0) - c0.get("wait_s", 0.0),
+        "ring": dict(s1.get("ring", {})),
+        "errors": {"total": s1.get("errors", {}).get("total", 0), "skipped": s1.get("errors", {}).get("skipped", 0)},
+        "tuner": _tuner(s1),
+    }
+
+
+def _tuner(s):
+    """What the autotuner chose and why (docs/tuner.md), for the report."""
+    t = s.get("tuner")
+    if not t:
+        return None
+    keys = ("threads_auto", "ring_auto", "read_ahead_auto", "cpu_budget", "ram_budget", "threads", "max_threads",
+            "ring_depth", "max_ring_depth", "read_ahead_in_flight", "read_ahead_bytes", "charged_bytes",
+            "peak_charged_bytes", "changes", "log")
+    return {k: t[k] for k in keys if k in t}
+
+
+class FeedlineProbe:
+    """Reads a feedline Loader's metrics; changes nothing."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self._s0 = None
+        self._last = None
+
+    def attach(self):
+        if self._s0 is None:
+            self._s0 = self._stats()
+
+    def detach(self):
+        self._last = self._stats() or self._last
+
+    def _stats(self):
+        try:
+            return self.loader.stats()
+        except Exception:  # closed
+            return None
+
+    def unwrap(self, batch, t_request, t_received, epoch, capacity=False):
+        return batch
+
+    def note_batch(self, batch):
+        pass
+
+    def warmup_batches(self):
+        """Batches that may be ready before the loop starts (the ring)."""
+        s = self._stats() or {}
+        return max(1, (s.get("ring", {}).get("buffers_allocated") or 2) - 1)
+
+    def settings(self):
+        l = self.loader
+        tf = getattr(l, "transform", None)
+        s = self._stats() or self._last or {}
+        ring = s.get("ring", {})
+        return {"num_threads": l.num_threads if not l._loader.closed else s.get("num_threads"),
+                "batch_size": l.batch_size, "ring_buffers": ring.get("buffers_allocated"),
+                "source": l.source, "source_kind": source_kind(l.source),
+                "transform": None if tf is None else {
+                    "crop": str(getattr(tf, "crop", "")).split(".")[-1], "height": getattr(tf, "height", None),
+                    "width": getattr(tf, "width", None), "dtype": str(getattr(tf, "dtype", "")).split(".")[-1],
+                    "dct_scaling": getattr(tf, "dct_scaling", None)}}
+
+    def evidence(self):
+        s1 = self._stats() or self._last
+        if s1 is None:
+            return None
+        ev = stats_delta(self._s0, s1)
+        st = self.settings()
+        ev["source_kind"] = st["source_kind"]
+        tf = st.get("transform") or {}
+        ev["exact_decode"] = (tf.get("dct_scaling") is False)
+        return ev

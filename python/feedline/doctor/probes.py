@@ -1,0 +1,301 @@
+"""Probes that time a torch DataLoader from the outside.
+
+The user's dataset, transforms and collate_fn run in worker processes (or in
+the training process when num_workers=0). These wrappers time them wherever
+they run and carry the timings back *inside the batch*: the collate wrapper
+returns a ProbedBatch (the real batch plus its timings), which travels
+through torch's own queues and pin-memory thread and is unwrapped by
+Doctor.watch before the training loop sees it. So nothing needs a side
+channel, timings match their batch exactly, and spawn-started workers work
+too (every wrapper is a module-level, picklable class).
+
+Times are time.perf_counter() (CLOCK_MONOTONIC on Linux, the same clock in
+every process of the machine), so worker spans line up with the training
+loop's timeline. Each timed call also reads its thread's CPU time and
+run-queue wait (/proc/thread-self/schedstat), which splits wall time into
+computing, waiting for a core (too many processes) and blocking (I/O, sleep).
+"""
+import os
+import threading
+import time
+
+_NOW = time.perf_counter
+_MEMORY_PERIOD_S = 0.5  # how often a worker samples its own memory
+
+
+# -- per-thread CPU and run-queue clocks -----------------------------------
+_tls = threading.local()
+
+
+class _SchedStat:
+    """This thread's /proc/thread-self/schedstat, open for pread; closed
+    when the thread (and so its thread-local) goes."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        try:
+            self.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.fd = -1
+
+    def __del__(self):
+        if self.fd >= 0 and self.pid == os.getpid():
+            os.close(self.fd)
+
+
+def thread_clocks():
+    """(cpu_s, runqueue_wait_s) of the calling thread so far. CPU time comes
+    from CLOCK_THREAD_CPUTIME_ID (schedstat's own CPU figure lags by the
+    current time slice); the run-queue wait from /proc/thread-self/schedstat,
+    which only changes when the thread is scheduled in, so reading it while
+    running is exact. Without schedstat the wait reads as 0."""
+    h = getattr(_tls, "schedstat", None)
+    if h is None or h.pid != os.getpid():
+        h = _tls.schedstat = _SchedStat()
+    fd = h.fd
+    runq = 0.0
+    if fd >= 0:
+        try:
+            runq = int(os.pread(fd, 128, 0).split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+    return time.thread_time(), runq
+
+
+def memory_sample():
+    """(rss, pss, private) bytes of this process; pss/private from
+    smaps_rollup (shared pages counted once), else rss for all three."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            kb = {}
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+                    kb[parts[0][:-1]] = int(parts[1])
+        private = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
+        return kb.get("Rss", 0) * 1024, kb.get("Pss", 0) * 1024, private * 1024
+    except OSError:
+        try:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            return rss, rss, rss
+        except (OSError, ValueError, IndexError):
+            return 0, 0, 0
+
+
+# -- the per-process record buffer -----------------------------------------
+class _Records:
+    """What this process measured since its last batch. Reset on fork: a
+    forked worker must not ship its parent's records."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.samples = []      # (t0, wall, cpu, runq, index)
+        self.transforms = []   # (sample_no, transform_index, t0, wall, cpu, runq, in_pixels)
+        self.depth = 0         # nesting of timed __getitem__ calls
+        self.start_runq = 0.0  # run-queue clock when the batch's first sample started
+        self.init = None       # (t0, wall) of worker_init_fn, shipped once
+        self.last_memory_t = -1e9
+        self.reference_collate_done = False
+
+
+_records = None
+
+
+def records():
+    global _records
+    if _records is None or _records.pid != os.getpid():
+        _records = _Records()
+    return _records
+
+
+def _timed(fn, *args):
+    """(fn(*args), start, wall, cpu, run-queue wait, run-queue clock at start)."""
+    t0 = _NOW()
+    c0, q0 = thread_clocks()
+    out = fn(*args)
+    c1, q1 = thread_clocks()
+    return out, t0, _NOW() - t0, c1 - c0, q1 - q0, q0
+
+
+def _pixels(x):
+    size = getattr(x, "size", None)  # PIL images: (w, h)
+    if isinstance(size, tuple) and len(size) == 2 and all(isinstance(v, int) for v in size):
+        return size[0] * size[1]
+    shape = getattr(x, "shape", None)  # tensors / arrays: [..., H, W] or HWC
+    if shape is not None and len(shape) >= 2:
+        dims = list(shape)
+        if len(dims) == 3 and dims[-1] in (1, 3, 4) and dims[0] > 4:
+            return int(dims[0] * dims[1])  # HWC
+        return int(dims[-1] * dims[-2])
+    return 0
+
+
+# -- the wrappers ------------------------------------------------------------
+class TimedDataset:
+    """Stands in for a map-style dataset: times every __getitem__ and
+    otherwise forwards to it (len, attributes)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        r = records()
+        r.depth += 1
+        try:
+            out, t0, wall, cpu, runq, q0 = _timed(self.dataset.__getitem__, index)
+        finally:
+            r.depth -= 1
+        if r.depth == 0:
+            if not r.samples:
+                r.start_runq = q0
+            r.samples.append((t0, wall, cpu, runq, index if isinstance(index, int) else -1))
+        return out
+
+    def __getattr__(self, name):  # only called for attributes not found here
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+
+class TimedIterable:
+    """Stands in for an IterableDataset: times each item's production."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __iter__(self):
+        it = iter(self.dataset)
+        r = records()
+        while True:
+            try:
+                out, t0, wall, cpu, runq, q0 = _timed(next, it)
+            except StopIteration:
+                return
+            if not r.samples:
+                r.start_runq = q0
+            r.samples.append((t0, wall, cpu, runq, -1))
+            yield out
+
+    def __getattr__(self, name):
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+
+class TimedTransform:
+    """Replaces one entry of a torchvision Compose; records its time under
+    the sample being loaded."""
+
+    def __init__(self, transform, index):
+        self.transform = transform
+        self.index = index
+
+    def __call__(self, x):
+        out, t0, wall, cpu, runq, _ = _timed(self.transform, x)
+        r = records()
+        r.transforms.append((len(r.samples), self.index, t0, wall, cpu, runq, _pixels(x)))
+        return out
+
+    def __repr__(self):
+        return repr(self.transform)
+
+
+class TimedWorkerInit:
+    """Wraps (or stands in for) worker_init_fn to time each worker's set-up."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, worker_id):
+        t0 = _NOW()
+        before = memory_sample()  # the baseline for this worker's memory growth
+        if self.fn is not None:
+            self.fn(worker_id)
+        records().init = (t0, _NOW() - t0, before)
+
+
+class TimedCollate:
+    """Wraps collate_fn: times it and returns a ProbedBatch carrying every
+    timing this process recorded for the batch."""
+
+    def __init__(self, collate_fn, is_default):
+        self.collate_fn = collate_fn
+        self.is_default = is_default
+
+    def __call__(self, samples):
+        out, t0, wall, cpu, runq, q0 = _timed(self.collate_fn, samples)
+        r = records()
+        # The whole process's CPU time (every thread: the queue's feeder thread
+        # pickles finished batches): between two batches of one worker it is
+        # everything that batch cost, IPC included.
+        info = {"pid": r.pid, "worker": _worker_id(), "samples": r.samples, "transforms": r.transforms,
+                "collate": (t0, wall, cpu, runq), "end": t0 + wall, "process_cpu": time.process_time(),
+                "runq_start": r.start_runq if r.samples else q0, "runq_end": q0 + runq}
+        if r.init is not None:
+            info["init"], r.init = r.init, None
+        if not self.is_default and not r.reference_collate_done:
+            # What torch's default collate would cost on the same samples, once
+            # per worker: the yardstick for a custom collate_fn.
+            r.reference_collate_done = True
+            try:
+                from torch.utils.data import default_collate
+                t = _NOW()
+                default_collate(samples)
+                info["collate_reference"] = _NOW() - t
+            except Exception:  # samples default_collate cannot handle
+                pass
+        now = _NOW()
+        if now - r.last_memory_t >= _MEMORY_PERIOD_S:
+            r.last_memory_t = now
+            info["memory"] = memory_sample()
+        r.samples, r.transforms = [], []
+        return ProbedBatch(out, info)
+
+
+def _worker_id():
+    try:
+        from torch.utils.data import get_worker_info
+        w = get_worker_info()
+        return -1 if w is None else int(w.id)
+    except Exception:
+        return -1
+
+
+class ProbedBatch:
+    """A batch plus the timings of its making. Doctor.watch unwraps it; if
+    one escapes (a loop that iterates the loader directly while the doctor is
+    attached) it still unpacks, indexes and forwards attributes like the
+    batch it carries."""
+
+    __slots__ = ("data", "info")
+
+    def __init__(self, data, info):
+        self.data, self.info = data, info
+
+    def __reduce__(self):
+        return ProbedBatch, (self.data, self.info)
+
+    def pin_memory(self, *args):
+        # torch's pin-memory thread (and the single-process iterator) calls
+        # this for objects it does not know: time the pin of the real batch.
+        from torch.utils.data._utils.pin_memory import pin_memory
+        t0 = _NOW()
+        data = pin_memory(self.data, *args)
+        self.info["pin"] = (t0, _NOW() - t0)
+        return ProbedBatch(data, self.info)
+
+    def __iter__(self):
+        return iter(self.data)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __getattr__(self, name):
+        return getattr(self.data, name)

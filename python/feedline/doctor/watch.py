@@ -1,0 +1,407 @@
+"""Doctor: watches a training loop's data iterable, step by step.
+
+    doctor = feedline.doctor.Doctor()
+    for epoch in range(epochs):
+        for batch in doctor.watch(loader):
+            step(batch)
+    doctor.report()
+
+Per step it records when the loop asked for a batch, how long it waited for
+it and how long the step took (from the yield until the loop asks again),
+plus the training thread's CPU time in each. On a CUDA machine, once the loop
+has touched CUDA, a pair of events per step measures the device's own idle
+time between steps, so that work still queued on the GPU is not counted as
+starvation. The loader itself is looked into by a probe (torch_loader.py,
+feedline_loader.py); any other iterable is timed from the outside only.
+"""
+import os
+import sys
+import time
+
+from .feedline_loader import FeedlineProbe, is_feedline_loader
+from .torch_loader import TorchProbe, is_torch_loader, _tensors
+
+_NOW = time.perf_counter
+
+
+class _NullProbe:
+    def __init__(self, iterable):
+        self.loader = iterable
+
+    def attach(self):
+        pass
+
+    def detach(self):
+        pass
+
+    def unwrap(self, batch, *args, **kwargs):
+        return batch
+
+    def note_batch(self, batch):
+        pass
+
+    def warmup_batches(self):
+        return 1
+
+    def settings(self):
+        return {}
+
+
+def count_samples(batch):
+    for t in _tensors(batch):
+        return int(t.shape[0]) if t.dim() > 0 else 1
+    try:
+        return len(batch)
+    except TypeError:
+        return 1
+
+
+def clone_batch(batch):
+    try:
+        import torch
+    except ImportError:
+        return batch
+    if isinstance(batch, torch.Tensor):
+        return batch.clone()
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(clone_batch(b) for b in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(clone_batch(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: clone_batch(v) for k, v in batch.items()}
+    return batch
+
+
+class _DeviceTimer:
+    """CUDA events around each step: idle gaps between one step's last
+    queued work and the next step's first, on the device's own clock."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.enabled = False
+        self.pairs = []  # (start_event, end_event)
+        self._start = None
+
+    def _check(self):
+        if self.enabled or self.mode is False:
+            return self.enabled
+        try:
+            import torch
+            self.enabled = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+        except Exception:
+            self.enabled = False
+        return self.enabled
+
+    def step_start(self):
+        if self.enabled:
+            import torch
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+
+    def step_end(self):
+        if self._start is not None:
+            import torch
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.pairs.append((self._start, end))
+            self._start = None
+        else:
+            self._check()  # from the next step on, once the loop has touched CUDA
+
+    def summary(self):
+        if not self.pairs:
+            return None
+        self.pairs[-1][1].synchronize()
+        busy = sum(s.elapsed_time(e) for s, e in self.pairs) / 1e3
+        idle = sum(max(0.0, self.pairs[i][1].elapsed_time(self.pairs[i + 1][0]))
+                   for i in range(len(self.pairs) - 1)) / 1e3
+        total = busy + idle
+        return {"timed": True, "steps": len(self.pairs), "busy_s": busy, "idle_s": idle,
+                "starvation": idle / total if total > 0 else 0.0}
+
+
+class Watched:
+    """What Doctor.watch returns: iterate it once per epoch."""
+
+    def __init__(self, doctor, iterable):
+        self.doctor, self.iterable = doctor, iterable
+
+    def __iter__(self):
+        return self.doctor._iterate(self.iterable)
+
+    def __len__(self):
+        return len(self.iterable)
+
+    def report(self, **kwargs):
+        return self.doctor.report(**kwargs)
+
+
+class Doctor:
+    """Measures one training loop and diagnoses it.
+
+    Args:
+        step_fn: the loop's step, step_fn(batch); only used to measure the
+            step alone (measure_capacity replays one cached batch through it,
+            which runs real steps: use a copy of the model if that matters).
+        device: "auto" times the device with CUDA events once the loop has
+            used CUDA; False never does.
+        cores: CPU cores the loop may use (default: this process's affinity).
+        keep_steps: steps kept for the timeline and trace (all are counted).
+
+    While attached to a torch DataLoader, iterate it through watch(): its
+    batches carry timings that watch() strips. detach() (or `with Doctor()`)
+    restores the loader; report() does not detach.
+    """
+
+    def __init__(self, step_fn=None, device="auto", cores=None, keep_steps=100_000):
+        self.step_fn = step_fn
+        self.cores = cores or len(os.sched_getaffinity(0))
+        self.keep_steps = keep_steps
+        self.iterable = None
+        self.probe = None
+        # (t_request, wait, step, samples, step_cpu, receive_cpu, epoch, process_cpu): CPU
+        # seconds of the training thread in the step and in next(), and of the
+        # whole training process (every thread) over the step's period.
+        self.steps = []
+        self.epochs = []     # {index, t_iter, first_batch_s, steps, samples, t_end}
+        self.t0 = None
+        self.capacity = {}
+        self._device = _DeviceTimer(device if device is False else "auto")
+        self._cached = None
+        self._h2d = None
+        self.cpu_window = None   # [(wall, system busy s, process cpu s) at start, ... at the last epoch's end]
+
+    # -- watching ------------------------------------------------------------
+    def watch(self, iterable, step_fn=None):
+        """Wraps the loop's data iterable; iterate the result as the loader."""
+        if step_fn is not None:
+            self.step_fn = step_fn
+        self._attach(iterable)
+        return Watched(self, iterable)
+
+    def _attach(self, iterable):
+        if self.iterable is not None and iterable is not self.iterable:
+            raise ValueError("a Doctor watches one data iterable; make another Doctor for another loop")
+        if self.probe is None:
+            self.iterable = iterable
+            if is_torch_loader(iterable):
+                self.probe = TorchProbe(iterable)
+            elif is_feedline_loader(iterable):
+                self.probe = FeedlineProbe(iterable)
+            else:
+                self.probe = _NullProbe(iterable)
+        self.probe.attach()
+
+    def _iterate(self, iterable):
+        self._attach(iterable)
+        probe, dev = self.probe, self._device
+        epoch = {"index": len(self.epochs), "t_iter": _NOW(), "first_batch_s": None, "steps": 0, "samples": 0,
+                 "t_end": None}
+        if self.t0 is None:
+            self.t0 = epoch["t_iter"]
+            self.cpu_window = [_cpu_point(0), None]
+        warmup = probe.warmup_batches() if len(self.epochs) == 0 else -1
+        self.epochs.append(epoch)
+        it = iter(iterable)
+        pending = None  # a step in progress: (t_request, t_recv, samples, thread cpu x2, process cpu)
+        try:
+            while True:
+                t_request = _NOW()
+                c0 = time.thread_time()
+                p0 = time.process_time()
+                try:
+                    raw = next(it)
+                except StopIteration:
+                    break
+                t_recv = _NOW()
+                c1 = time.thread_time()
+                info = getattr(raw, "info", None) if type(raw).__name__ == "ProbedBatch" else None
+                batch = probe.unwrap(raw, t_request, t_recv, epoch["index"])
+                del raw
+                samples = len(info["samples"]) if info is not None else count_samples(batch)
+                if epoch["first_batch_s"] is None:
+                    epoch["first_batch_s"] = t_recv - epoch["t_iter"]
+                    probe.note_batch(batch)
+                    if self._cached is None and (self.step_fn is not None or self._device.enabled):
+                        self._cached = clone_batch(batch)
+                dev.step_start()
+                pending = (t_request, t_recv, samples, c0, c1, p0)
+                yield batch
+                del batch
+                self._finish_step(epoch, pending)
+                pending = None
+                if epoch["steps"] == warmup:  # steady state from here: leave start-up CPU out
+                    self.cpu_window[0] = _cpu_point(len(self.steps))
+        finally:
+            if pending is not None:  # the loop left during a step (break, exception)
+                self._finish_step(epoch, pending)
+            epoch["t_end"] = _NOW()
+            self.cpu_window[1] = _cpu_point(len(self.steps))
+
+    def _finish_step(self, epoch, pending):
+        t_done = _NOW()
+        c2 = time.thread_time()
+        self._device.step_end()
+        t_request, t_recv, samples, c0, c1, p0 = pending
+        self._record(epoch, t_request, t_recv - t_request, t_done - t_recv, samples, c2 - c1, c1 - c0,
+                     time.process_time() - p0)
+
+    def _record(self, epoch, t_request, wait, step, samples, step_cpu, receive_cpu, process_cpu):
+        epoch["steps"] += 1
+        epoch["samples"] += samples
+        if len(self.steps) < self.keep_steps:
+            self.steps.append((t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu))
+
+    # -- capacity ---------------------------------------------------------------
+    def measure_capacity(self, loader=None, batches=20, step_fn=None, steps=10):
+        """Measures the loader alone (`batches` batches timed after the ones
+        prepared ahead at the start, no step) and, with a step_fn, the step
+        alone (one cached batch replayed `steps` times after a warm-up).
+        Returns and keeps {"loader_samples_per_s", "step_samples_per_s"}."""
+        loader = loader if loader is not None else self.iterable
+        if loader is None:
+            raise ValueError("measure_capacity needs a loader (or watch one first)")
+        self._attach(loader)
+        step_fn = step_fn or self.step_fn
+        warmup = self.probe.warmup_batches()
+        it = iter(loader)
+        arrivals, first = [], None  # (time, samples) per batch
+        for _ in range(warmup + batches):
+            t_req = _NOW()
+            try:
+                raw = next(it)
+            except StopIteration:
+                break
+            t = _NOW()
+            batch = self.probe.unwrap(raw, t_req, t, -1, capacity=True)
+            del raw
+            if not arrivals:
+                first = clone_batch(batch) if step_fn is not None and self._cached is None else None
+                self.probe.note_batch(batch)
+            arrivals.append((t, count_samples(batch)))
+            del batch
+        del it
+        # Leave out the batches that were ready at once (but keep at least half).
+        skip = min(warmup, len(arrivals) // 2)
+        if len(arrivals) - skip >= 2:
+            (t0, _), timed = arrivals[skip], arrivals[skip + 1:]
+            if timed[-1][0] > t0:
+                self.capacity["loader_samples_per_s"] = sum(n for _, n in timed) / (timed[-1][0] - t0)
+                self.capacity["loader_batches"] = len(timed)
+        if step_fn is not None:
+            batch = self._cached if self._cached is not None else first
+            if batch is not None:
+                self._cached = batch
+                self.capacity["step_samples_per_s"] = self._replay(step_fn, batch, steps)
+        self._measure_h2d()
+        return dict(self.capacity)
+
+    def _replay(self, step_fn, batch, steps):
+        sync = _cuda_sync()
+        times = []
+        for i in range(steps + 1):  # the first is warm-up
+            sync()
+            t = _NOW()
+            step_fn(batch)
+            sync()
+            times.append(_NOW() - t)
+        mean = sum(times[1:]) / max(1, len(times) - 1)
+        return count_samples(batch) / mean if mean > 0 else None
+
+    def _measure_h2d(self):
+        """With CUDA: one cached batch copied from pageable and from pinned
+        memory (the evidence for pin_memory)."""
+        if self._h2d is not None or self._cached is None:
+            return
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                return
+            tensors = [t for t in _tensors(self._cached) if t.device.type == "cpu"]
+            if not tensors:
+                return
+
+            def copy(ts):
+                torch.cuda.synchronize()
+                t = _NOW()
+                for x in ts:
+                    x.to("cuda", non_blocking=True)
+                torch.cuda.synchronize()
+                return _NOW() - t
+            copy(tensors)  # warm-up
+            pageable = copy(tensors)
+            t = _NOW()
+            pinned = [x.pin_memory() for x in tensors]
+            pin = _NOW() - t
+            self._h2d = {"pageable_s": pageable, "pinned_s": copy(pinned), "pin_s": pin}
+        except Exception:
+            self._h2d = None
+
+    # -- results -------------------------------------------------------------------
+    def evidence(self):
+        """Everything measured, as the report's JSON minus its findings."""
+        from .report import build_evidence
+        if self._device.pairs and self._cached is not None:
+            self._measure_h2d()
+        return build_evidence(self)
+
+    def report(self, file=sys.stdout, json=None, html=None, trace=None):
+        """Diagnoses what was measured. Prints the terminal summary to
+        `file` (None: nothing), writes the JSON, HTML and trace files asked
+        for, and returns the Report."""
+        from .report import Report
+        r = Report.from_doctor(self)
+        if file is not None:
+            print(r.summary(), file=file)
+        if json:
+            r.save_json(json)
+        if html:
+            r.save_html(html)
+        if trace:
+            r.save_trace(trace)
+        return r
+
+    def detach(self):
+        """Restores the loader (dataset, transforms, collate_fn, worker_init_fn)."""
+        if self.probe is not None:
+            self.probe.detach()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+
+
+def system_busy_s():
+    """CPU seconds all cores of the machine have been busy since boot
+    (/proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_point(steps):
+    return (_NOW(), system_busy_s(), time.process_time(), steps)
+
+
+def _cuda_sync():
+    try:
+        import torch
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.synchronize
+    except Exception:
+        pass
+    return lambda: None
+
+
+def watch(iterable, step_fn=None, **kwargs):
+    """A new Doctor watching `iterable`: `w = watch(loader); for b in w: ...;
+    w.report()` (w.doctor is the Doctor)."""
+    d = Doctor(step_fn=step_fn, **kwargs)
+    w = d.watch(iterable)
+    return w
