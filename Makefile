@@ -36,8 +36,14 @@ DEMO_DATA := $(BUILD)/data/imagenet-like-$(DEMO_IMAGES)
 $(DEMO_DATA)/class_0000: | build
 	./$(BUILD)/tools/feedline gen-dataset $(DEMO_DATA) --images $(DEMO_IMAGES) --classes 10
 
-demo: build $(DEMO_DATA)/class_0000
-	./$(BUILD)/tools/feedline demo --data $(DEMO_DATA)
+$(DEMO_DATA)-shards/manifest.json: | $(DEMO_DATA)/class_0000
+	./$(BUILD)/tools/feedline pack $(DEMO_DATA) $(DEMO_DATA)-shards --overwrite
+
+# The main job: a short training run fed by torch's DataLoader, then by
+# feedline, each diagnosed by the doctor (python/feedline/demo.py).
+demo: build $(DEMO_DATA)/class_0000 $(DEMO_DATA)-shards/manifest.json
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m feedline.demo --data $(DEMO_DATA) \
+	  --shards $(DEMO_DATA)-shards --out $(BUILD)/demo
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
