@@ -86,6 +86,7 @@ struct FEEDLINE_EXPORT LoaderOptions {
   // consumer waits on a ring too shallow for the jitter, or holds every
   // buffer; at most kMaxAutoRingDepth.
   uint32_t ring_depth = 0;
+  uint32_t auto_ring_start = 3;  // with ring_depth 0: buffers to start with (at least 2)
   uint64_t max_bytes = 0;
   std::shared_ptr<BufferAllocator> allocator;  // null: NewHostAllocator()
 

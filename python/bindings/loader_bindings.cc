@@ -273,6 +273,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("start_epoch", &LoaderOptions::start_epoch)
       .def_readwrite("num_threads", &LoaderOptions::num_threads)
       .def_readwrite("cpu_budget", &LoaderOptions::cpu_budget)
+      .def_readwrite("auto_ring_start", &LoaderOptions::auto_ring_start)
       .def_readwrite("tune_interval_ms", &LoaderOptions::tune_interval_ms)
       .def_readwrite("ring_depth", &LoaderOptions::ring_depth)
       .def_readwrite("max_bytes", &LoaderOptions::max_bytes)

@@ -10,8 +10,24 @@ waits on the copy's event before the batch is handed out. The host batch
 the engine refill the buffer (docs/python.md, "Device path").
 """
 import collections
+import ctypes
 
 import torch
+
+_CUDA_HOST_REGISTER_PORTABLE = 1  # pinned for every CUDA context, not just the current one
+
+
+def _clear_cuda_error():
+    """A failed cudaHostRegister leaves cudart's last error set, and torch's
+    next launch check would report it against an unrelated kernel: read it
+    off through the libcudart this process already loaded."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libcudart" in line}
+        for path in paths:
+            ctypes.CDLL(path).cudaGetLastError()
+    except (OSError, AttributeError):
+        pass  # statically linked cudart: torch clears it on its own checks
 
 
 class DeviceFeeder:
@@ -44,8 +60,11 @@ class DeviceFeeder:
         register = getattr(self._cudart, "cudaHostRegister", None)
         ok = False
         if register is not None:
-            err = register(address, size, 0)  # cudaHostRegisterDefault
+            with torch.cuda.device(self.device):
+                err = register(address, size, _CUDA_HOST_REGISTER_PORTABLE)
             ok = int(err) == 0
+            if not ok:
+                _clear_cuda_error()
         # Remember failures too so that each buffer is tried once.
         self._registered[address] = size if ok else 0
         if ok:
@@ -93,9 +112,10 @@ class DeviceFeeder:
         self.stream.synchronize()
         self._pending.clear()
         unregister = getattr(self._cudart, "cudaHostUnregister", None)
-        for address, size in self._registered.items():
-            if size and unregister is not None:
-                unregister(address)
+        with torch.cuda.device(self.device):
+            for address, size in self._registered.items():
+                if size and unregister is not None:
+                    unregister(address)
         self._registered.clear()
 
     def stats(self):

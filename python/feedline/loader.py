@@ -121,27 +121,34 @@ class Loader:
         o.shuffle = shuffle
         o.seed = seed
         o.drop_last = drop_last
-        o.num_threads = 0 if num_threads == "auto" else int(num_threads)
-        if o.num_threads == 0 and num_threads != "auto":
+        # 0 is accepted for "auto" too (it meant "all cores" before the tuner).
+        if num_threads != "auto" and int(num_threads) < 0:
             raise ValueError(f'num_threads must be "auto" or >= 1, got {num_threads!r}')
-        o.cpu_budget = 0 if cpu_budget is None else int(cpu_budget)
-        if cpu_budget is not None and o.cpu_budget < 1:
+        o.num_threads = 0 if num_threads == "auto" else int(num_threads)
+        if cpu_budget is not None and int(cpu_budget) < 1:
             raise ValueError(f"cpu_budget must be >= 1, got {cpu_budget}")
+        o.cpu_budget = 0 if cpu_budget is None else int(cpu_budget)
         auto_ring = prefetch_batches == "auto"
         if not auto_ring and int(prefetch_batches) < 1:
             raise ValueError(f'prefetch_batches must be "auto" or >= 1, got {prefetch_batches!r}')
         # A for loop still holds the previous batch while asking for the next
         # one: one buffer more than the batches prepared ahead.
         o.ring_depth = 0 if auto_ring else int(prefetch_batches) + 1
+        if ram_budget is not None and max_bytes is not None:
+            raise ValueError("give ram_budget or its older name max_bytes, not both")
         if ram_budget is None:
             ram_budget = max_bytes
+        if ram_budget is not None and int(ram_budget) < 1:
+            raise ValueError(f"ram_budget must be a positive number of bytes or None (auto), got {ram_budget}")
         o.max_bytes = 0 if ram_budget is None else int(ram_budget)
         self._feeder = None
         if device is not None and torch.device(device).type != "cpu":
             from ._device import DeviceFeeder
             self._feeder = DeviceFeeder(device)
             # The batch being copied and the one fetched behind it.
-            if not auto_ring:
+            if auto_ring:
+                o.auto_ring_start = 4
+            else:
                 o.ring_depth = int(prefetch_batches) + 2
         self.device = self._feeder.device if self._feeder is not None else None
         o.error_policy = _C.ErrorPolicy.SKIP if max_errors > 0 else _C.ErrorPolicy.RAISE

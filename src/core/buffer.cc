@@ -22,6 +22,8 @@ class HostBuffer final : public Buffer {
   size_t size_;
 };
 
+constexpr size_t kPageBytes = 4096;
+
 class HostAllocator final : public BufferAllocator {
  public:
   Result<std::unique_ptr<Buffer>> Allocate(size_t bytes) override {
@@ -30,8 +32,14 @@ class HostAllocator final : public BufferAllocator {
       return ResourceExhaustedError("host allocator: cannot allocate " + std::to_string(bytes) +
                                     " bytes");
     }
-    const size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-    void* p = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
+    // A page or more: whole pages, so that no two buffers share one and each
+    // can be pinned on its own (cudaHostRegister works on pages).
+    const size_t align = bytes >= kPageBytes ? kPageBytes : kBufferAlignment;
+    if (bytes > std::numeric_limits<size_t>::max() - align) {
+      return ResourceExhaustedError("host allocator: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    const size_t rounded = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
     if (p == nullptr) {
       return ResourceExhaustedError("host allocator: out of memory allocating " +
                                     std::to_string(bytes) + " bytes");

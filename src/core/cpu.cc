@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace feedline::core {
 namespace {
@@ -40,11 +41,38 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-// The cgroup quota in cores (fractional), 0 if none.
+// The process's cgroup v2 directory (from "0::/path" in /proc/self/cgroup)
+// and its parents up to the mount root: a limit on any of them applies.
+std::vector<std::string> CgroupV2Dirs() {
+  std::vector<std::string> dirs;
+  const std::string text = ReadSmallFile("/proc/self/cgroup");
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t eol = rest.find('\n');
+    std::string_view line = rest.substr(0, eol);
+    rest.remove_prefix(eol == std::string_view::npos ? rest.size() : eol + 1);
+    if (line.rfind("0::", 0) != 0) continue;
+    std::string path(line.substr(3));
+    while (true) {
+      dirs.push_back("/sys/fs/cgroup" + (path == "/" ? std::string() : path));
+      if (path.empty() || path == "/") break;
+      const size_t slash = path.rfind('/');
+      path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    }
+  }
+  if (dirs.empty()) dirs.push_back("/sys/fs/cgroup");
+  return dirs;
+}
+
+// The tightest cgroup quota in cores (fractional), 0 if none.
 double CpuQuotaCores() {
-  double q = detail::ParseCgroupV2CpuMax(ReadSmallFile("/sys/fs/cgroup/cpu.max"));
+  double q = 0;
+  for (const std::string& dir : CgroupV2Dirs()) {
+    const double d = detail::ParseCgroupV2CpuMax(ReadSmallFile((dir + "/cpu.max").c_str()));
+    if (d > 0 && (q == 0 || d < q)) q = d;
+  }
   if (q > 0) return q;
-  uint64_t quota = 0, period = 0;
+  uint64_t quota = 0, period = 0;  // cgroup v1
   std::string qs = ReadSmallFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
   std::string ps = ReadSmallFile("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
   std::string_view qv(qs), pv(ps);
@@ -52,6 +80,26 @@ double CpuQuotaCores() {
     return static_cast<double>(quota) / static_cast<double>(period);
   }
   return 0;  // "-1" (no quota) fails to parse as unsigned
+}
+
+// Bytes the cgroups still allow (the tightest), 0 if no limit.
+uint64_t CgroupMemoryLeft() {
+  uint64_t left = 0;
+  bool limited = false;
+  auto consider = [&](uint64_t limit, uint64_t used) {
+    // cgroup v1 writes "no limit" as a huge number.
+    if (limit == 0 || limit >= (uint64_t{1} << 60)) return;
+    const uint64_t l = limit > used ? limit - used : 0;
+    if (!limited || l < left) left = l;
+    limited = true;
+  };
+  for (const std::string& dir : CgroupV2Dirs()) {
+    consider(detail::ParseCgroupMemoryValue(ReadSmallFile((dir + "/memory.max").c_str())),
+             detail::ParseCgroupMemoryValue(ReadSmallFile((dir + "/memory.current").c_str())));
+  }
+  consider(detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory/memory.limit_in_bytes")),
+           detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory/memory.usage_in_bytes")));
+  return limited ? std::max<uint64_t>(left, 1) : 0;
 }
 
 uint32_t AffinityCores() {
@@ -107,13 +155,8 @@ uint32_t DefaultCpuBudget() { return std::max<uint32_t>(1, AvailableCores() - 1)
 
 uint64_t AvailableMemoryBytes() {
   uint64_t avail = detail::ParseMeminfoAvailable(ReadSmallFile("/proc/meminfo"));
-  const uint64_t limit = detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory.max"));
-  if (limit > 0) {
-    const uint64_t used =
-        detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory.current"));
-    const uint64_t left = limit > used ? limit - used : 0;
-    avail = avail == 0 ? left : std::min(avail, left);
-  }
+  const uint64_t left = CgroupMemoryLeft();
+  if (left > 0) avail = avail == 0 ? left : std::min(avail, left);
   return avail;
 }
 

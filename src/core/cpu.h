@@ -9,8 +9,9 @@
 namespace feedline::core {
 
 // Cores in the process's affinity mask (what taskset/cgroup cpusets allow),
-// capped by the cgroup CPU quota (cpu.max, or cfs_quota_us / cfs_period_us),
-// rounded up, at least 1.
+// capped by the tightest CPU quota of the process's cgroup and its parents
+// (cgroup v2 cpu.max, found through /proc/self/cgroup; or v1
+// cfs_quota_us / cfs_period_us), rounded up, at least 1.
 uint32_t AvailableCores();
 
 // The loader's default CPU budget: AvailableCores() minus one for the
@@ -18,7 +19,8 @@ uint32_t AvailableCores();
 uint32_t DefaultCpuBudget();
 
 // Memory the process could still take: MemAvailable from /proc/meminfo,
-// capped by the cgroup's memory.max - memory.current when there is a limit.
+// capped by the tightest memory.max - memory.current of its cgroup and its
+// parents (v2), or limit_in_bytes - usage_in_bytes (v1).
 uint64_t AvailableMemoryBytes();
 
 // The loader's default RAM budget: kDefaultRamFraction of

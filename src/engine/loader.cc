@@ -98,6 +98,10 @@ class LoaderCore final : public detail::BufferHome,
   const int64_t start_ns_;
   std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
   std::atomic<bool> cancelled_{false};
+  // Set by ~Loader after the workers are joined: from then on returned
+  // buffers are freed. Not on Cancel (or a stall): a caller may still have
+  // them pinned and must unpin them before closing.
+  std::atomic<bool> closed_{false};
 
  private:
   enum class Claim { kWork, kNoInput, kNoBuffer, kParked, kExit };
@@ -105,8 +109,9 @@ class LoaderCore final : public detail::BufferHome,
   struct Totals;
   Totals ReadTotals() const EXCLUDES(mu_);
   detail::TunerConfig CurrentConfig() const EXCLUDES(mu_);
-  void Apply(const detail::TunerConfig& from, detail::TunerConfig to, std::vector<std::string> why)
-      EXCLUDES(mu_);
+  // Applies `to` within the RAM budget; returns what was applied.
+  detail::TunerConfig Apply(const detail::TunerConfig& from, detail::TunerConfig to,
+                            std::vector<std::string> why) EXCLUDES(mu_);
   uint64_t ScratchBytes(uint64_t* per_thread_max) const;
   uint64_t ChargedBytes() const REQUIRES(mu_);
   void Log(std::string line) REQUIRES(mu_);
@@ -374,7 +379,8 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     }
     if (!inflight_.empty() && inflight_.front().remaining == 0) break;
     if (ConsumerHoldsAllBuffers()) {
-      if (par_.ring_auto && ring_limit_ < max_buffers_) {
+      if (par_.ring_auto && ring_limit_ < max_buffers_ &&
+          ChargedBytes() + layout_->total_bytes <= options_.max_bytes) {
         // An auto ring grows for a consumer that keeps batches, within the budget.
         ++ring_limit_;
         Log("ring " + std::to_string(ring_limit_ - 1) + " -> " + std::to_string(ring_limit_) +
@@ -493,7 +499,7 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch) {
 void LoaderCore::Return(std::unique_ptr<Buffer> buffer) {
   MutexLock l(&mu_);
   --buffers_out_;
-  if (cancelled_.load(std::memory_order_relaxed)) {
+  if (closed_.load(std::memory_order_relaxed)) {
     // Nobody will produce again: give the memory back now.
     --buffers_allocated_;
     l.Unlock();
@@ -691,23 +697,42 @@ void LoaderCore::Log(std::string line) {
   ++tuner_changes_;
 }
 
-void LoaderCore::Apply(const detail::TunerConfig& from, detail::TunerConfig to,
-                       std::vector<std::string> why) {
-  // The RAM budget: ring + reserved + scratch for every active thread (a new
-  // thread will grow scratch like the largest one has).
+detail::TunerConfig LoaderCore::Apply(const detail::TunerConfig& from, detail::TunerConfig to,
+                                      std::vector<std::string> why) {
+  // The RAM budget, one rule for every increase: what is charged now, plus
+  // the new buffers, plus the scratch of workers that never ran (charged
+  // like the largest seen; a parked worker's scratch is already counted).
   uint64_t per_thread = 0;
-  ScratchBytes(&per_thread);
+  const uint64_t scratch_now = ScratchBytes(&per_thread);
   const uint64_t batch = layout_->total_bytes;
+  uint32_t allocated = 0;
+  {
+    MutexLock l(&mu_);
+    allocated = buffers_allocated_;
+  }
   auto charged = [&](uint32_t threads, uint32_t ring) {
-    return uint64_t{ring} * batch + par_.reserved_bytes + uint64_t{threads} * per_thread;
+    uint64_t c = uint64_t{std::max(ring, allocated)} * batch + par_.reserved_bytes + scratch_now;
+    for (uint32_t w = 0; w < threads && w < num_threads_; ++w) {
+      if (counters_[w]->scratch_bytes.load(std::memory_order_relaxed) == 0) c += per_thread;
+    }
+    return c;
   };
+  std::string trimmed;
   while (to.ring_depth > from.ring_depth && charged(to.threads, to.ring_depth) > options_.max_bytes) {
     --to.ring_depth;
+    trimmed = "ring";
   }
   while (to.threads > from.threads && charged(to.threads, to.ring_depth) > options_.max_bytes) {
     --to.threads;
+    trimmed = "threads";
   }
-  if (to.threads != from.threads && why.empty()) why.push_back("threads: RAM budget");
+  if (!trimmed.empty()) {
+    // Say what happened, not what was proposed.
+    std::erase_if(why, [&](const std::string& line) { return line.rfind(trimmed + " ", 0) == 0; });
+    why.push_back(trimmed + " held at " +
+                  std::to_string(trimmed == "ring" ? to.ring_depth : to.threads) +
+                  ": the RAM budget (" + std::to_string(options_.max_bytes) + " bytes) is reached");
+  }
   if (to.read_ahead_in_flight != from.read_ahead_in_flight ||
       to.read_ahead_bytes != from.read_ahead_bytes) {
     for (const auto& op : pipeline_.ops) op->SetReadAhead(to.read_ahead_in_flight, to.read_ahead_bytes);
@@ -719,6 +744,9 @@ void LoaderCore::Apply(const detail::TunerConfig& from, detail::TunerConfig to,
   if (par_.threads_auto) active_threads_ = std::clamp<uint32_t>(to.threads, 1, num_threads_);
   if (par_.ring_auto) ring_limit_ = std::clamp(to.ring_depth, ring_limit_, max_buffers_);
   work_cv_.SignalAll();
+  to.threads = active_threads_;
+  to.ring_depth = ring_limit_;
+  return to;
 }
 
 void LoaderCore::TunerLoop() {
@@ -765,7 +793,7 @@ void LoaderCore::TunerLoop() {
     const detail::TunerConfig current = CurrentConfig();
     std::vector<std::string> why;
     const detail::TunerConfig next = policy.Step(w, current, &why);
-    Apply(current, next, std::move(why));
+    policy.Applied(Apply(current, next, std::move(why)));
   }
 }
 
@@ -834,8 +862,19 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   }
   par.max_buffers = static_cast<uint32_t>(std::min<uint64_t>(
       par.ring_auto ? kMaxAutoRingDepth : options.ring_depth, batch_budget / layout.total_bytes));
-  // Three: one batch held by the consumer, one ready, one filling.
-  par.initial_ring = par.ring_auto ? std::min<uint32_t>(3, par.max_buffers) : par.max_buffers;
+  if (par.ring_auto && par.max_buffers < 2) {
+    // A loop holds one batch while it asks for the next: an auto ring
+    // needs room for two.
+    return ResourceExhaustedError("max_bytes=" + std::to_string(options.max_bytes) +
+                                  " holds one batch of " + Bytes(layout.total_bytes) +
+                                  (reserved ? " (after " + std::to_string(reserved) + " reserved for read-ahead)" : "") +
+                                  "; an auto ring needs two (" + std::to_string(2 * layout.total_bytes + reserved) +
+                                  " bytes): raise the budget, or set ring_depth = 1 and release each batch "
+                                  "before asking for the next");
+  }
+  // By default three: one batch held by the consumer, one ready, one filling.
+  par.initial_ring = par.ring_auto ? std::clamp<uint32_t>(options.auto_ring_start, 2, par.max_buffers)
+                                   : par.max_buffers;
   par.reserved_bytes = reserved;
   ReadAheadMetrics ra;
   for (const auto& op : pipeline.ops) par.read_ahead = par.read_ahead || op->GetReadAhead(&ra);
@@ -864,6 +903,7 @@ Loader::~Loader() {
   // Ops' background work (read-ahead) stops now, even if delivered batches
   // keep the core alive.
   for (const auto& op : impl_->core->pipeline_.ops) op->OnPlan(nullptr, 0);
+  impl_->core->closed_.store(true);
   impl_->core->ReleaseAfterJoin();
 }
 

@@ -49,7 +49,7 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
                                             : std::numeric_limits<double>::infinity();
   const uint32_t max = limits_.max_threads;
   const uint32_t target =
-      std::isfinite(need) ? std::clamp<uint32_t>(static_cast<uint32_t>(std::ceil(need)), 1, max) : max;
+      std::isfinite(need) ? static_cast<uint32_t>(std::clamp(std::ceil(need), 1.0, static_cast<double>(max))) : max;
   const uint32_t cap = ceiling_ != 0 ? std::min(ceiling_, max) : max;
 
   if (starve > kStarved) {
@@ -86,6 +86,14 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
   return n;
 }
 
+void TunerPolicy::Applied(const TunerConfig& applied) {
+  if (last_added_from_ != 0 && applied.threads <= last_added_from_) {
+    ceiling_ = std::max<uint32_t>(1, applied.threads);
+    ceiling_demand_ = last_demand_;
+    last_added_from_ = 0;
+  }
+}
+
 TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
                               std::vector<std::string>* why) {
   TunerConfig next = current;
@@ -100,6 +108,7 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
                             ? static_cast<double>(w.batches * limits_.batch_size) / own_s
                             : std::numeric_limits<double>::infinity();
   const double throughput = static_cast<double>(w.samples) / w.wall_s;
+  last_demand_ = demand;
 
   if (limits_.tune_threads && service > 0) {
     next.threads = TuneThreads(w, current, starve, demand, service, why);
@@ -127,11 +136,11 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
     // Aim above the rate seen while starving, to find out whether more
     // fetches in flight would help.
     const double rate = throughput * (starve > kStarved ? 1.5 : kHeadroom);
-    const auto in_flight = std::clamp<uint32_t>(
-        static_cast<uint32_t>(std::ceil(rate * latency * 1.5)) + 1, 1, limits_.max_in_flight);
-    const auto bytes = std::clamp<uint64_t>(static_cast<uint64_t>(2.0 * in_flight * mean_bytes),
-                                            static_cast<uint64_t>(mean_bytes) + 1,
-                                            limits_.max_read_ahead_bytes);
+    const auto in_flight = static_cast<uint32_t>(
+        std::clamp(std::ceil(rate * latency * 1.5) + 1, 1.0, static_cast<double>(limits_.max_in_flight)));
+    const double max_bytes = static_cast<double>(std::max<uint64_t>(1, limits_.max_read_ahead_bytes));
+    const auto bytes = static_cast<uint64_t>(
+        std::clamp(2.0 * in_flight * mean_bytes, std::min(mean_bytes + 1, max_bytes), max_bytes));
     const bool bytes_moved = std::fabs(static_cast<double>(bytes) - static_cast<double>(current.read_ahead_bytes)) >
                              0.25 * static_cast<double>(std::max<uint64_t>(1, current.read_ahead_bytes));
     if (in_flight != current.read_ahead_in_flight || bytes_moved) {

@@ -17,7 +17,7 @@ void ReadAhead::SetLimits(uint32_t in_flight, uint64_t bytes) {
   {
     std::lock_guard<std::mutex> l(mu_);
     in_flight_limit_ = std::clamp<uint32_t>(in_flight, 1, num_threads_);
-    bytes_limit_ = std::clamp<uint64_t>(bytes, 1, max_bytes_);
+    bytes_limit_ = std::clamp<uint64_t>(bytes, 1, std::max<uint64_t>(1, max_bytes_));
   }
   cv_.notify_all();
 }

@@ -106,6 +106,21 @@ TEST(TunerPolicyTest, NoisyWindowsDoNotOscillateWithoutBound) {
   EXPECT_LE(changes_late, 12) << why.size() << " changes in all";
 }
 
+TEST(TunerPolicyTest, AnAdditionTheBudgetHeldBackIsNotMistakenForSaturation) {
+  TunerPolicy p(Limits(16, 32));
+  TunerConfig c{.threads = 2, .ring_depth = 3};
+  std::vector<std::string> why;
+  // A draining consumer: the policy proposes more threads, the RAM budget
+  // holds them at 2. The next window must not call the cores saturated.
+  for (int i = 0; i < 5; ++i) {
+    const TunerConfig proposed = p.Step(Simulate(c.threads, 0.004, 16, 0, 32), c, &why);
+    EXPECT_GE(proposed.threads, c.threads);
+    p.Applied(c);  // nothing changed
+  }
+  EXPECT_FALSE(std::any_of(why.begin(), why.end(),
+                           [](const std::string& s) { return s.find("saturated") != std::string::npos; }));
+}
+
 TEST(TunerPolicyTest, TheRingGrowsWhenWorkersWaitForBuffersWhileTheConsumerStarves) {
   TunerPolicy p(Limits(4, 32));
   TunerConfig c{.threads = 4, .ring_depth = 3};
@@ -243,6 +258,17 @@ TEST(TunerLoaderTest, StaysWithinTheRamBudgetAndGrowsTheRingForAHoardingConsumer
   const Status st = loader->Next(&b, &end);
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
   EXPECT_EQ(loader->Metrics().tuner.ring_depth, 6u);
+}
+
+TEST(TunerLoaderTest, AnAutoRingNeedsRoomForTwoBatches) {
+  LoaderOptions o = AutoOptions(16, 2);
+  o.max_bytes = 16 * 1024 * 4 + 100;  // one batch
+  auto r = Loader::Create(SleepPipeline(100, std::chrono::microseconds(0)), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("needs two"), std::string::npos) << r.status();
+  o.ring_depth = 1;  // a fixed ring of one is a choice the caller can make
+  EXPECT_TRUE(Loader::Create(SleepPipeline(100, std::chrono::microseconds(0)), o).ok());
 }
 
 TEST(TunerLoaderTest, FixedSettingsAreLeftAlone) {

@@ -302,3 +302,17 @@ def test_memory_plateaus_over_twenty_epochs(dataset):
     unallocated_kib = (ring["buffers_max"] - ring["buffers_allocated"]) * ring["batch_bytes"] // 1024
     drift = samples[-1] - samples[5]
     assert drift <= unallocated_kib + max(2048, samples[5] // 100), (samples, ring)
+
+
+def test_budget_and_thread_arguments_are_checked(dataset):
+    for kwargs, match in ((dict(ram_budget=0), "ram_budget"), (dict(ram_budget=1 << 30, max_bytes=1 << 30), "not both"),
+                          (dict(cpu_budget=0), "cpu_budget"), (dict(num_threads=-1), "num_threads"),
+                          (dict(prefetch_batches=0), "prefetch_batches")):
+        with pytest.raises(ValueError, match=match):
+            feedline.Loader(dataset, batch_size=8, **kwargs)
+    # Defaults are auto; the tuner's state is in stats().
+    with feedline.Loader(dataset, batch_size=8, num_threads=0, cpu_budget=2) as loader:
+        next(iter(loader))
+        t = loader.stats()["tuner"]
+        assert t["threads_auto"] and t["ring_auto"] and t["cpu_budget"] == 2
+        assert 1 <= t["threads"] <= 2 and t["charged_bytes"] <= t["ram_budget"]

@@ -64,6 +64,10 @@ class TunerPolicy {
   // The configuration for the next window. `why` (if not null) gets one
   // line per change.
   TunerConfig Step(const TunerWindow& w, const TunerConfig& current, std::vector<std::string>* why);
+  // What was applied after Step (the RAM budget may hold an increase back):
+  // an addition that did not happen is not judged, and the count it stopped
+  // at becomes the ceiling until demand changes.
+  void Applied(const TunerConfig& applied);
 
   static constexpr double kHeadroom = 1.2;        // threads beyond the measured need
   static constexpr double kStarved = 0.02;        // consumer wait share that adds threads
@@ -80,6 +84,7 @@ class TunerPolicy {
   const TunerLimits limits_;
   uint32_t ceiling_ = 0;       // threads that saturated the cores (0: none known)
   double ceiling_demand_ = 0;  // the demand when the ceiling was found
+  double last_demand_ = 0;
   uint32_t last_added_from_ = 0;
   double last_throughput_ = 0;
   int fed_windows_ = 0;
