@@ -32,6 +32,7 @@ std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 
 // A batch being filled or waiting for the consumer.
 struct Slot {
+  uint64_t epoch = 0;
   uint64_t batch = 0;
   std::unique_ptr<Buffer> buffer;
   uint64_t remaining = 0;  // samples not yet finished
@@ -104,7 +105,7 @@ class LoaderCore final : public detail::BufferHome,
   std::atomic<bool> closed_{false};
 
  private:
-  enum class Claim { kWork, kNoInput, kNoBuffer, kParked, kExit };
+  enum class Claim { kWork, kNoInput, kNoBuffer, kParked, kPlanNext, kExit };
   Claim CheckClaim(size_t worker) const REQUIRES(mu_);
   struct Totals;
   Totals ReadTotals() const EXCLUDES(mu_);
@@ -115,7 +116,10 @@ class LoaderCore final : public detail::BufferHome,
   uint64_t ScratchBytes(uint64_t* per_thread_max) const;
   uint64_t ChargedBytes() const REQUIRES(mu_);
   void Log(std::string line) REQUIRES(mu_);
-  Slot& SlotForClaim(uint64_t batch) REQUIRES(mu_);
+  Slot& SlotForClaim(const EpochPlan& plan, uint64_t batch) REQUIRES(mu_);
+  // Lets claims move on to `plan`, the next epoch's, unless a Reset or an
+  // end of epoch installed a plan since `generation`. True if it did.
+  bool InstallNextPlan(std::shared_ptr<const EpochPlan> plan, uint64_t generation) REQUIRES(mu_);
   void InstallPlan() REQUIRES(mu_);
   void DrainAndClear(MutexLock* lock) REQUIRES(mu_);
   Status DeliverSlot(Slot slot, Batch* batch) REQUIRES(mu_);
@@ -133,9 +137,16 @@ class LoaderCore final : public detail::BufferHome,
   // The stream position and plan.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   uint64_t deliver_batch_ GUARDED_BY(mu_) = 0;  // next batch to hand to the consumer
-  std::shared_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);  // null until installed
-  uint64_t epoch_key_ GUARDED_BY(mu_) = 0;
-  uint64_t next_claim_ GUARDED_BY(mu_) = 0;  // next position in plan_->ids to process
+  std::shared_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);  // epoch_'s; null until installed
+  // Claims run ahead of delivery and cross into the next epoch once every
+  // sample of this one is claimed, so an epoch boundary is no bubble:
+  // claim_plan_ is plan_ or the next epoch's plan.
+  std::shared_ptr<const EpochPlan> claim_plan_ GUARDED_BY(mu_);
+  uint64_t claim_key_ GUARDED_BY(mu_) = 0;
+  uint64_t next_claim_ GUARDED_BY(mu_) = 0;  // next position in claim_plan_->ids to process
+  bool planning_ GUARDED_BY(mu_) = false;    // a worker is computing the next epoch's plan
+  uint64_t plan_generation_ GUARDED_BY(mu_) = 0;  // bumped by InstallPlan: a stale next plan is dropped
+  Mutex notify_mu_;  // OnPlan calls, one at a time, in order; taken before mu_, never while holding it
   bool draining_ GUARDED_BY(mu_) = false;
   uint64_t active_samples_ GUARDED_BY(mu_) = 0;  // claimed, not finished
   Status stopped_ GUARDED_BY(mu_);               // sticky stream error
@@ -185,11 +196,15 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
 }
 
 void LoaderCore::NotifyPlan() {
+  // Serialised, and each call reads the latest claim plan: whoever calls
+  // last (a worker that moved claims on, the consumer after a Reset) tells
+  // the ops the current order.
+  MutexLock n(&notify_mu_);
   std::shared_ptr<const EpochPlan> plan;
   uint64_t first = 0;
   {
     MutexLock l(&mu_);
-    plan = plan_;
+    plan = claim_plan_;
     first = next_claim_;
   }
   if (plan == nullptr) return;
@@ -201,27 +216,52 @@ void LoaderCore::InstallPlan() {
     // O(N) for a shuffled epoch; runs on the consumer thread while workers
     // have nothing to claim.
     plan_ = std::make_shared<const EpochPlan>(sampler_.Plan(epoch_));
-    epoch_key_ = EpochKey(options_.seed, epoch_);
   }
+  claim_plan_ = plan_;
+  claim_key_ = EpochKey(options_.seed, epoch_);
   next_claim_ = std::min<uint64_t>(deliver_batch_ * plan_->batch_size, plan_->ids.size());
+  ++plan_generation_;
   work_cv_.SignalAll();
+}
+
+bool LoaderCore::InstallNextPlan(std::shared_ptr<const EpochPlan> plan, uint64_t generation) {
+  planning_ = false;
+  work_cv_.SignalAll();
+  if (generation != plan_generation_ || claim_plan_ == nullptr || claim_plan_->epoch + 1 != plan->epoch ||
+      next_claim_ < claim_plan_->ids.size()) {
+    return false;
+  }
+  claim_plan_ = std::move(plan);
+  claim_key_ = EpochKey(options_.seed, claim_plan_->epoch);
+  next_claim_ = 0;
+  return true;
 }
 
 LoaderCore::Claim LoaderCore::CheckClaim(size_t worker) const {
   if (cancelled_.load(std::memory_order_relaxed) || !stopped_.ok()) return Claim::kExit;
   if (worker >= active_threads_) return Claim::kParked;
-  if (draining_ || plan_ == nullptr || next_claim_ >= plan_->ids.size()) return Claim::kNoInput;
-  const uint64_t b = next_claim_ / plan_->batch_size;
-  if (!inflight_.empty() && inflight_.back().batch == b) return Claim::kWork;
+  if (draining_ || claim_plan_ == nullptr) return Claim::kNoInput;
+  if (next_claim_ >= claim_plan_->ids.size()) {
+    // Every sample of the epoch being delivered is claimed: one epoch ahead
+    // at most.
+    return !planning_ && claim_plan_->epoch == epoch_ ? Claim::kPlanNext : Claim::kNoInput;
+  }
+  const uint64_t b = next_claim_ / claim_plan_->batch_size;
+  if (!inflight_.empty() && inflight_.back().epoch == claim_plan_->epoch && inflight_.back().batch == b) {
+    return Claim::kWork;
+  }
   if (!free_buffers_.empty() || buffers_allocated_ < ring_limit_) return Claim::kWork;
   return Claim::kNoBuffer;
 }
 
-Slot& LoaderCore::SlotForClaim(uint64_t b) {
-  if (!inflight_.empty() && inflight_.back().batch == b) return inflight_.back();
+Slot& LoaderCore::SlotForClaim(const EpochPlan& plan, uint64_t b) {
+  if (!inflight_.empty() && inflight_.back().epoch == plan.epoch && inflight_.back().batch == b) {
+    return inflight_.back();
+  }
   Slot slot;
+  slot.epoch = plan.epoch;
   slot.batch = b;
-  slot.remaining = plan_->BatchEnd(b) - plan_->BatchBegin(b);
+  slot.remaining = plan.BatchEnd(b) - plan.BatchBegin(b);
   if (!free_buffers_.empty()) {
     slot.buffer = std::move(free_buffers_.back());
     free_buffers_.pop_back();
@@ -264,19 +304,34 @@ void LoaderCore::WorkerLoop(size_t worker) {
       claim = CheckClaim(worker);
     }
     if (claim == Claim::kExit) break;
+    if (claim == Claim::kPlanNext) {
+      // O(N) for a shuffled epoch: computed without the lock.
+      planning_ = true;
+      const uint64_t next_epoch = claim_plan_->epoch + 1, generation = plan_generation_;
+      l.Unlock();
+      auto next = std::make_shared<const EpochPlan>(sampler_.Plan(next_epoch));
+      l.Lock();
+      if (InstallNextPlan(std::move(next), generation)) {
+        l.Unlock();
+        NotifyPlan();  // read-ahead follows the claims into the new epoch
+        l.Lock();
+      }
+      continue;
+    }
 
+    const std::shared_ptr<const EpochPlan> plan = claim_plan_;
     const uint64_t pos = next_claim_++;
-    const uint64_t b = pos / plan_->batch_size;
-    Slot& slot = SlotForClaim(b);
+    const uint64_t b = pos / plan->batch_size;
+    Slot& slot = SlotForClaim(*plan, b);
     if (!stopped_.ok()) break;  // the buffer allocation failed
-    const uint64_t index = pos - plan_->BatchBegin(b);
+    const uint64_t index = pos - plan->BatchBegin(b);
     char* base = static_cast<char*>(slot.buffer ? slot.buffer->data() : nullptr);
     for (size_t f = 0; f < outputs.size(); ++f) {
       outputs[f] = base + layout_->offsets[f] + index * layout_->sample_bytes[f];
     }
-    const uint64_t id = plan_->ids[pos];
-    const bool padding = pos >= plan_->first_padding;
-    const uint64_t epoch = epoch_, key = epoch_key_;
+    const uint64_t id = plan->ids[pos];
+    const bool padding = pos >= plan->first_padding;
+    const uint64_t epoch = plan->epoch, key = claim_key_;
     ++active_samples_;
 
     // Run the chain without our lock: this is where the time goes.
@@ -288,7 +343,7 @@ void LoaderCore::WorkerLoop(size_t worker) {
     // consumer pops a slot only once its samples are all done.
     Slot* s = nullptr;
     for (Slot& candidate : inflight_) {
-      if (candidate.batch == b) {
+      if (candidate.epoch == epoch && candidate.batch == b) {
         s = &candidate;
         break;
       }
@@ -306,7 +361,7 @@ void LoaderCore::WorkerLoop(size_t worker) {
     }
     if (--s->remaining == 0) {
       ++batches_completed_;
-      if (b == deliver_batch_) ready_cv_.Signal();
+      if (epoch == epoch_ && b == deliver_batch_) ready_cv_.Signal();
     }
     if (--active_samples_ == 0 && draining_) drained_cv_.SignalAll();
   }
@@ -364,6 +419,10 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     *end_of_epoch = true;
     ++epoch_;
     deliver_batch_ = 0;
+    if (claim_plan_ != nullptr && claim_plan_->epoch == epoch_) {
+      plan_ = claim_plan_;  // the workers are already on it
+      return Status::OK();
+    }
     InstallPlan();
     l.Unlock();
     NotifyPlan();
@@ -422,6 +481,7 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
 
   Slot slot = std::move(inflight_.front());
   inflight_.pop_front();
+  FEEDLINE_CHECK(slot.epoch == epoch_ && slot.batch == deliver_batch_);
   ++deliver_batch_;
   return DeliverSlot(std::move(slot), batch);
 }
@@ -523,6 +583,10 @@ void LoaderCore::DrainAndClear(MutexLock* lock) {
 void LoaderCore::Reset(uint64_t epoch, uint64_t batch) {
   {
     MutexLock l(&mu_);
+    // Already there (set_epoch(e) at the start of epoch e, the usual
+    // DistributedSampler idiom): keep the batches in flight, the same bytes
+    // either way.
+    if (epoch == epoch_ && batch == deliver_batch_ && plan_ != nullptr && plan_->epoch == epoch) return;
     DrainAndClear(&l);
     epoch_ = epoch;
     deliver_batch_ = batch;
@@ -552,6 +616,7 @@ void LoaderCore::ReleaseAfterJoin() {
   free_buffers_.clear();
   inflight_.clear();
   plan_.reset();
+  claim_plan_.reset();
   buffers_allocated_ = buffers_out_;
 }
 

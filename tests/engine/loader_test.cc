@@ -179,5 +179,34 @@ TEST(LoaderTest, RanksTogetherSeeEverySampleOncePerEpoch) {
   }
 }
 
+TEST(LoaderTest, TheNextEpochIsPreparedBeforeTheBoundaryWithTheSameBytes) {
+  for (uint32_t threads : {1u, 2u, 8u}) {
+    LoaderOptions o = Options(threads, 4);
+    o.ring_depth = 3;
+    auto loader = MustCreate(MakeTestPipeline({.num_samples = 20, .max_jitter_us = 200}), o);
+    ASSERT_EQ(DrainEpoch(*loader, 5).size(), 5u);  // every batch of epoch 0, not yet the end
+    // Without the consumer asking, the workers fill the ring from epoch 1.
+    MetricsSnapshot m = loader->Metrics();
+    for (int i = 0; i < 400 && m.ring.batches_completed < 8; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      m = loader->Metrics();
+    }
+    EXPECT_EQ(m.ring.batches_completed, 8u) << threads << " threads";
+    EXPECT_TRUE(DrainEpoch(*loader).empty());  // the end of epoch 0
+    // set_epoch(1) at the start of epoch 1 (DistributedSampler's idiom) keeps them.
+    loader->SetEpoch(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Discarding would free the ring and the workers would start again.
+    EXPECT_EQ(loader->Metrics().ring.batches_started, 8u) << "nothing discarded";
+    std::vector<BatchCopy> e1 = DrainEpoch(*loader);
+    // The same bytes as a loader that starts at epoch 1, and epoch 2 too.
+    LoaderOptions fresh = Options(3, 4);
+    fresh.start_epoch = 1;
+    auto reference = MustCreate(MakeTestPipeline({.num_samples = 20}), fresh);
+    EXPECT_EQ(e1, DrainEpoch(*reference));
+    EXPECT_EQ(DrainEpoch(*loader), DrainEpoch(*reference));
+  }
+}
+
 }  // namespace
 }  // namespace feedline
