@@ -86,8 +86,8 @@ def tuner_rows(rows, d):
     row(rows, f"autotuner vs best static ({s['best_static']})", statistics.median(tuned), statistics.median(best),
         s["tuned_over_best_static"], f"{min(tuned):.0f}-{max(tuned):.0f}", "img/s", "target >= 0.95")
     row(rows, "autotuner threads for a consumer-bound loop", s["tuned_threads"], s["threads_needed"], None, "",
-        "threads", f"peer: fewest static threads with < 1% starvation; tuned starvation "
-                   f"{100 * s['tuned_starvation']:.2f}%")
+        "threads", f"peer: fewest static threads with < 1% starvation above the machine's wake-up floor "
+                   f"({100 * s.get('wakeup_floor', 0):.2f}%); tuned starvation {100 * s['tuned_starvation']:.2f}%")
 
 
 def engine_rows(rows, d):
