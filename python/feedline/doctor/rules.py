@@ -486,7 +486,8 @@ def _memory_pressure(ev, m):
     heavy = total and used > 0.5 * total
     if not (low or heavy or growth >= COPY_ON_READ_BYTES):
         return None
-    sev = "high" if low or heavy else "medium"
+    # Growth alone is a risk that scales with the dataset, not pressure yet.
+    sev = "high" if low or heavy else "medium" if growth >= 4 * COPY_ON_READ_BYTES else "low"
     fix = []
     if growth >= COPY_ON_READ_BYTES:
         fix.append("keep per-sample metadata in numpy arrays or one bytes buffer rather than lists and dicts of "
@@ -496,7 +497,7 @@ def _memory_pressure(ev, m):
         fix.append(f"use fewer workers (each holds {_gib((mem.get('workers_pss') or 0) / max(1, m.n))} on average)")
     fix.append("or load with threads: feedline.Loader shares one copy of everything")
     return _finding(
-        "memory_pressure", "Memory pressure in the workers",
+        "memory_pressure", "Memory pressure in the workers" if low or heavy else "Copy-on-read memory growth in the workers",
         f"Workers and the training process hold {_gib(used)} (PSS) of {_gib(total)}"
         + (f"; a worker's private memory grew by {_gib(growth)} while loading (copy-on-read)"
            if growth >= COPY_ON_READ_BYTES else "")
