@@ -170,6 +170,44 @@ void HorizontalSse2(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t 
     default: HorizontalSse2Pixels<0>(pairs, h, col_begin, flip, r, g, b); break;
   }
 }
+
+// Vertical pass of one output row, fixed point like the horizontal one and
+// like Pillow's: for 8 pixels at a time, two source rows are interleaved as
+// int16 pairs and multiplied by a pair of 14-bit weights in one madd; the
+// sum is rounded, shifted and clamped to 0..255 (the 8-bit value Pillow
+// would store), then widened to float for the output conversion. `first`
+// is the first source row of channel 0; channel c is `plane` bytes further.
+// Writes sums_stride floats per channel (the tail past ow is scratch).
+void VerticalSse2(const uint8_t* first, size_t plane, uint32_t ow, int32_t count, const int32_t* pair_weights,
+                  uint32_t pair_count, float* sums, size_t sums_stride) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i round = _mm_set1_epi32(1 << 13);
+  for (int c = 0; c < 3; ++c) {
+    const uint8_t* base = first + c * plane;
+    float* out = sums + c * sums_stride;
+    for (uint32_t x = 0; x < ow; x += 8) {
+      __m128i lo = round, hi = round;
+      for (uint32_t j = 0; j < pair_count; ++j) {
+        const int32_t ka = static_cast<int32_t>(2 * j), kb = ka + 1;
+        if (ka >= count) break;
+        const uint8_t* ra = base + static_cast<size_t>(ka) * ow + x;
+        // A missing second tap has weight 0: read the first row again.
+        const uint8_t* rb = kb < count ? ra + ow : ra;
+        const __m128i a = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra)), zero);
+        const __m128i b = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rb)), zero);
+        const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_weights + size_t{j} * 4));
+        lo = _mm_add_epi32(lo, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), w));
+        hi = _mm_add_epi32(hi, _mm_madd_epi16(_mm_unpackhi_epi16(a, b), w));
+      }
+      // >> 14, then saturate to 0..255 through the packs.
+      const __m128i v16 = _mm_packs_epi32(_mm_srai_epi32(lo, 14), _mm_srai_epi32(hi, 14));
+      const __m128i v8 = _mm_packus_epi16(v16, zero);
+      const __m128i w16 = _mm_unpacklo_epi8(v8, zero);
+      _mm_storeu_ps(out + x, _mm_cvtepi32_ps(_mm_unpacklo_epi16(w16, zero)));
+      _mm_storeu_ps(out + x + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(w16, zero)));
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -299,13 +337,16 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   // rows x ow, 3 rows of ow float sums, and one source row as 16-byte
   // vectors (cols + 2 * taps of them, padded for fixed-length tap loops).
   const size_t plane = rows * ow;
+  // +16 bytes: the SIMD vertical pass loads 8 pixels at a time and may read
+  // up to 7 past the last plane's end.
   const size_t plane_floats = (3 * plane + 3) / 4 + 4;
+  const size_t sums_stride = (size_t{ow} + 7) / 8 * 8;  // whole 8-float vectors per channel
   const size_t vec_count = cols + 2 * size_t{h.taps} + 2;
-  const size_t need = plane_floats + 3 * size_t{ow} + 4 * vec_count + 8;
+  const size_t need = plane_floats + 3 * sums_stride + 4 * vec_count + 8;
   if (scratch->size() < need) scratch->resize(need);
   auto* planes = reinterpret_cast<uint8_t*>(scratch->data());
   float* sums = scratch->data() + plane_floats;
-  float* vec_base = sums + 3 * size_t{ow};
+  float* vec_base = sums + 3 * sums_stride;
   vec_base += (4 - (reinterpret_cast<uintptr_t>(vec_base) / 4) % 4) % 4;
   auto* rowf = reinterpret_cast<V4*>(vec_base);
   for (size_t k = cols; k < vec_count; ++k) rowf[k] = V4{0, 0, 0, 0};
@@ -333,8 +374,17 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   const size_t out_plane = size_t{ow} * oh;
   for (uint32_t y = 0; y < oh; ++y) {
     const float* w = &v.weights[size_t{y} * v.taps];
-    for (int c = 0; c < 3; ++c) {
-      float* acc = sums + c * size_t{ow};
+    bool vertical_done = false;
+#if FEEDLINE_RESAMPLE_SSE2
+    if (fixed_point) {
+      const uint8_t* first = planes + static_cast<size_t>(v.start[y] - row_begin) * ow;
+      VerticalSse2(first, plane, ow, v.count[y], &v.pairs[size_t{y} * v.pair_count * 4], v.pair_count,
+                   sums, sums_stride);
+      vertical_done = true;
+    }
+#endif
+    for (int c = 0; c < 3 && !vertical_done; ++c) {
+      float* acc = sums + c * sums_stride;
       const uint8_t* first = planes + c * plane + static_cast<size_t>(v.start[y] - row_begin) * ow;
       const float w0 = w[0];
       for (uint32_t x = 0; x < ow; ++x) acc[x] = static_cast<float>(first[x]) * w0;
@@ -355,7 +405,7 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
     }
     const bool chw = format.layout == Layout::kCHW;
     for (int c = 0; c < 3; ++c) {
-      const float* acc = sums + c * size_t{ow};
+      const float* acc = sums + c * sums_stride;
       const float mul = format.mul[c], add = format.add[c];
       // Element x of channel c goes to index base + x * step.
       const size_t base_index = chw ? c * out_plane + size_t{y} * ow : size_t{y} * ow * 3 + c;
