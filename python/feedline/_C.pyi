@@ -70,9 +70,12 @@ class LoaderOptions:
     world_size: int
     drop_last: bool
     start_epoch: int
-    num_threads: int
-    ring_depth: int
-    max_bytes: int
+    num_threads: int  # 0: auto (the tuner)
+    cpu_budget: int  # 0: the cores available, minus one
+    ring_depth: int  # 0: auto
+    auto_ring_start: int
+    max_bytes: int  # the RAM budget; 0: a quarter of available memory
+    tune_interval_ms: int
     error_policy: ErrorPolicy
     max_errors: int
     stall_timeout_ms: int
