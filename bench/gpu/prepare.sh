@@ -7,7 +7,7 @@
 #   bash bench/gpu/prepare.sh --check    # also configures + builds feedline against the prefix only (-j1, in /tmp)
 #
 # The -dev packages of feedline's libraries (CMakeLists.txt: JPEG, spng via
-# pkg-config, nlohmann_json, CURL, pybind11) and the shared libraries they
+# pkg-config, nlohmann_json, pybind11) and the shared libraries they
 # need at run time, except glibc and libgcc, are fetched with
 # `apt-get download` and unpacked with `dpkg-deb -x`: nothing is installed
 # here. pkgconf comes too, for a machine without pkg-config. The .pc files
@@ -28,12 +28,13 @@ DEV_PACKAGES=(
   libspng-dev           # pkg_check_modules(spng)
   zlib1g-dev            # spng.pc: Requires.private: zlib
   nlohmann-json3-dev    # find_package(nlohmann_json 3) (header-only)
-  libcurl4-openssl-dev  # find_package(CURL): required, the build has no switch to leave HTTP out
   pybind11-dev          # find_package(pybind11 CONFIG): fallback when the machine's pip pybind11 is absent
   pkgconf-bin           # pkg-config, for a machine without one
 )
 # Roots of the run-time closure (Depends and Pre-Depends, recursively).
-RUNTIME_ROOTS=(libjpeg62-turbo libspng0 libcurl4 libpkgconf3 zlib1g)
+# The GPU run builds with FEEDLINE_WITH_HTTP=OFF (it reads local disk), so
+# libcurl and its TLS/LDAP/... chain (about 30 packages) stay behind.
+RUNTIME_ROOTS=(libjpeg62-turbo libspng0 libpkgconf3 zlib1g)
 # Provided by every glibc system (and too tied to it to carry).
 EXCLUDE='^(libc6|libgcc-s1|gcc-12-base|libstdc\+\+6|libcrypt1|debconf|dpkg|perl-base|libc-dev|libc6-dev)$'
 
@@ -133,9 +134,9 @@ if [ "$CHECK" = 1 ]; then
   FEEDLINE_GPU_BUILD_DIR="$CHECK_DIR/build" FEEDLINE_GPU_JOBS=1 FEEDLINE_GPU_BUILD_ONLY=1 \
     FEEDLINE_GPU_PYBIND11=prefix PYTHON="${PYTHON:-/usr/bin/python3}" bash "$CHECK_DIR/src/bench/gpu/run.sh"
   echo "prepare.sh: what CMake picked:"
-  grep -E '^(JPEG_INCLUDE_DIR|JPEG_LIBRARY|CURL_INCLUDE_DIR|CURL_LIBRARY|nlohmann_json_DIR|pybind11_DIR|pybind11_INCLUDE_DIR|PKG_CONFIG_EXECUTABLE|SPNG_INCLUDE_DIRS|SPNG_LIBRARY_DIRS|SPNG_LINK_LIBRARIES|pkgcfg_lib_SPNG_spng|CMAKE_CXX_FLAGS|Python_EXECUTABLE)[:=]' \
+  grep -E '^(JPEG_INCLUDE_DIR|JPEG_LIBRARY|nlohmann_json_DIR|pybind11_DIR|pybind11_INCLUDE_DIR|PKG_CONFIG_EXECUTABLE|SPNG_INCLUDE_DIRS|SPNG_LIBRARY_DIRS|SPNG_LINK_LIBRARIES|pkgcfg_lib_SPNG_spng|CMAKE_CXX_FLAGS|Python_EXECUTABLE)[:=]' \
     "$CHECK_DIR/build/CMakeCache.txt"
-  if grep -E '^(JPEG_INCLUDE_DIR|JPEG_LIBRARY|CURL_INCLUDE_DIR|CURL_LIBRARY|nlohmann_json_DIR|pybind11_DIR|SPNG_LINK_LIBRARIES|pkgcfg_lib_SPNG_spng)[:A-Z]*=' \
+  if grep -E '^(JPEG_INCLUDE_DIR|JPEG_LIBRARY|nlohmann_json_DIR|pybind11_DIR|SPNG_LINK_LIBRARIES|pkgcfg_lib_SPNG_spng)[:A-Z]*=' \
        "$CHECK_DIR/build/CMakeCache.txt" | grep -v "=$CHECK_DIR/src/bench/gpu/prefix/"; then
     echo "prepare.sh: --check FAILED: the entries above do not point into the prefix" >&2
     exit 1

@@ -87,8 +87,8 @@ fi
 log "pybind11: $PYBIND11_DIR"
 
 # --- run-time libraries: the carried ones this machine lacks ----------------
-# The binaries find libjpeg, libspng and libcurl in the prefix through their
-# build RUNPATH. What those need in turn (libcurl's TLS, LDAP, ... stack) comes
+# The binaries find libjpeg and libspng in the prefix through their build
+# RUNPATH (HTTP is left out of this build: no libcurl). What those need comes
 # from the system where it has the soname, else from RUNTIME_LIBS, which holds
 # links to the carried copies of the missing ones only: the carried libssl,
 # libz, ... never displace the system's inside the torch process.
@@ -129,7 +129,7 @@ cmake -S "$ROOT" -B "$BUILD" "${GENERATOR[@]}" -Wno-dev \
   -DPython_EXECUTABLE="$PY" \
   -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" \
   -DJPEG_INCLUDE_DIR="$PREFIX/include" -DJPEG_LIBRARY="$LIBDIR/libjpeg.so" \
-  -DCURL_NO_CURL_CMAKE=ON -DCURL_INCLUDE_DIR="$PREFIX/include/$ARCH_TRIPLET" -DCURL_LIBRARY="$LIBDIR/libcurl.so" \
+  -DFEEDLINE_WITH_HTTP=OFF \
   -Dnlohmann_json_DIR="$PREFIX/share/cmake/nlohmann_json" \
   -Dpybind11_DIR="$PYBIND11_DIR" \
   -DCMAKE_CXX_FLAGS="-isystem $PREFIX/include/$ARCH_TRIPLET" \
@@ -156,7 +156,7 @@ fi
 rm -rf "$BUILD/gpu-load-test"
 log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 if [ "${FEEDLINE_GPU_BUILD_ONLY:-0}" = 1 ]; then
-  ldd "$FEEDLINE_BIN" | grep -E 'jpeg|spng|curl' || true
+  ldd "$FEEDLINE_BIN" | grep -E 'jpeg|spng' || true
   log "build only: done"
   exit 0
 fi
