@@ -253,8 +253,10 @@ def child_train(cfg):
         from torch.utils.data import DataLoader
         from torchvision.datasets import ImageFolder
         tf = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+        prefetch = shm_prefetch_factor(workers, B * 3 * size * size * 4)
         loader = DataLoader(ImageFolder(cfg["data"], tf), batch_size=B, shuffle=True, num_workers=workers,
-                            pin_memory=cuda, persistent_workers=workers > 0, drop_last=True)
+                            pin_memory=cuda, persistent_workers=workers > 0, drop_last=True,
+                            **({"prefetch_factor": prefetch} if workers > 0 else {}))
 
         def batches():
             while True:
@@ -601,6 +603,27 @@ def parse_args(argv=None):
     return a
 
 
+def shm_prefetch_factor(workers, batch_bytes):
+    """torch's workers hand batches over through /dev/shm: workers x
+    prefetch_factor batches live there at once. Containers often mount a
+    small /dev/shm (64 MiB by default), where the workers would die with bus
+    errors: use prefetch_factor 2 (torch's default) when it fits, else 1,
+    else fail naming the sizes."""
+    if workers == 0:
+        return None
+    try:
+        st = os.statvfs("/dev/shm")
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        return 2
+    for factor in (2, 1):
+        if workers * factor * batch_bytes * 1.25 <= free:
+            return factor
+    raise RuntimeError(f"/dev/shm has {free / 2**20:.0f} MiB free; torch's DataLoader needs about "
+                       f"{workers * batch_bytes * 1.25 / 2**20:.0f} MiB for {workers} workers x 1 batch of "
+                       f"{batch_bytes / 2**20:.0f} MiB (mount a larger /dev/shm, e.g. docker --shm-size)")
+
+
 def main(argv=None):
     a = parse_args(argv)
     if a.child:
@@ -610,6 +633,14 @@ def main(argv=None):
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0
 
+    # An outer `timeout` sends SIGTERM: exit through the finally below so the
+    # results gathered so far are still written.
+    import signal
+
+    def _terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminate)
     t_start = time.perf_counter()
     deadline = t_start + a.deadline_s if a.deadline_s else None
     left = lambda: math.inf if deadline is None else deadline - time.perf_counter()
@@ -702,6 +733,10 @@ def main(argv=None):
                                min(a.checksum_timeout_s, left() - 5))
                 report["checksum"] = ck
                 if "error" in ck or ck["mismatches"] != 0:
+                    ok = False
+                elif ck.get("device", "cpu").startswith("cuda") and not ck.get("batches_on_device_from_loader"):
+                    # RELIABILITY 31 is about the device path: host copies do not count.
+                    ck["error"] = "the loader did not deliver device batches: the device path was not tested"
                     ok = False
                 else:
                     print(f"train_bench:   {ck['mismatches']} mismatches in {ck['batches']} batches", flush=True)
