@@ -3,7 +3,9 @@ docs/doctor.md): the JSON schema, the Chrome trace, the HTML report rendered
 in headless Chromium, the terminal summary, the rules on synthetic evidence,
 and what watch() does to (and gives back to) a DataLoader."""
 import copy
+import importlib
 import json
+import math
 import pathlib
 import pickle
 import re
@@ -72,17 +74,99 @@ def test_json_report_follows_the_schema_and_round_trips(report, tmp_path):
     assert [f["id"] for f in again.findings] == [f["id"] for f in report.findings]
 
 
-def test_every_report_field_is_documented(report):
-    doc = (ROOT / "docs" / "doctor.md").read_text()
-    schema = doc[doc.index("## JSON schema"):]
+# Free-form objects: documented as such, their keys are not a schema.
+FREE_FORM = {"loader.settings", "findings.evidence", "feedline.ring", "pipeline.summary.efficiency"}
 
-    def keys(obj, prefix=""):
-        for k, v in obj.items():
-            yield prefix + k
-            if isinstance(v, dict) and k not in ("evidence", "settings", "h2d"):
-                yield from keys(v, prefix + k + ".")
-    missing = [k for k in keys(report.data) if f"`{k.split('.')[-1]}`" not in schema]
-    assert not missing, f"fields missing from docs/doctor.md's JSON schema: {missing}"
+
+def documented_paths():
+    """The dotted field paths docs/doctor.md's JSON schema section names:
+    "Top level: `a`, ..." and one bullet per section, "- `sec`: `f`, `g`
+    (`child`, ...), `h` and `i` (children of both)". A name followed by a
+    parenthesis has the backticked names inside it as children; names joined
+    by " and " share them."""
+    doc = (ROOT / "docs" / "doctor.md").read_text()
+    section = doc[doc.index("## JSON schema"):]
+    section = section[:section.index("\n## ", 3)]
+    entries = re.findall(r"^(?:Top level:|- `(\w+)`[^:`\n]*:)(.*?)(?=^- `|^\n|\Z)", section, re.M | re.S)
+    assert len(entries) > 10, "the schema section's layout changed: fix documented_paths()"
+    paths = set()
+    for root, body in entries:
+        stack, run, prev_end = [[root] if root else [""]], [], 0
+        for m in re.finditer(r"`([^`]+)`|[()]", body):
+            between = body[prev_end:m.start()]
+            prev_end = m.end()
+            if m.group(0) == "(":
+                stack.append(run or [None])
+                run = []
+            elif m.group(0) == ")":
+                if len(stack) > 1:
+                    stack.pop()
+                run = []
+            else:
+                run = run + [m.group(1)] if run and between == " and " else [m.group(1)]
+                prefixes = [""]
+                for level in stack:
+                    names = [n for n in level if n]
+                    if names:
+                        prefixes = [f"{p}.{n}" if p else n for p in prefixes for n in names]
+                paths.update(f"{p}.{m.group(1)}" if p else m.group(1) for p in prefixes)
+    return paths
+
+
+def report_paths(obj, prefix=""):
+    """Every dotted field path of a report; a list of objects contributes
+    its elements' fields under the list's own path."""
+    items = obj.items() if isinstance(obj, dict) else ()
+    for k, v in items:
+        path = f"{prefix}.{k}" if prefix else k
+        yield path
+        if path in FREE_FORM:
+            continue
+        if isinstance(v, dict):
+            yield from report_paths(v, path)
+        elif isinstance(v, list):
+            for e in v:
+                yield from report_paths(e, path)
+
+
+def undocumented(data):
+    doc = documented_paths()
+    return sorted({p for p in report_paths(data) if p not in doc})
+
+
+@pytest.fixture(scope="module")
+def feedline_report(small_images):
+    loader = feedline.Loader(small_images, batch_size=16, num_threads=1,
+                             transform=feedline.transforms.imagenet_eval(64, resize=73))
+    try:
+        with feedline.doctor.Doctor() as doctor:
+            for _batch in doctor.watch(loader):
+                pass
+            return doctor.report(file=None)
+    finally:
+        loader.close()
+
+
+def test_every_report_field_is_documented(report, feedline_report, small_images):
+    from feedline.doctor import pipeline
+    assert report.data["torch"] and feedline_report.data["feedline"]
+    assert feedline_report.data["feedline"].get("tuner"), "this build's stats() has no tuner section"
+    scan = pipeline.scan(small_images, threads=(1,), batch_size=16, transform="eval", size=64, batches=2,
+                         target_rate=100)
+    for data in (report.data, feedline_report.data, scan):
+        missing = undocumented(data)
+        assert not missing, f"fields missing from docs/doctor.md's JSON schema ({data['mode']}, " \
+                            f"{data['loader']['kind']}): {missing}"
+
+
+def test_the_documented_fields_check_sees_nesting():
+    # The check above is only as good as its parser: a field under the wrong
+    # parent, or one named nowhere, must count as undocumented.
+    assert {"loop.device.idle_s", "torch.workers.list.pid", "capacity.step_samples_per_s.source",
+            "torch.sample.blocked_s", "torch.load.blocked_s", "feedline.tuner.ring_depth"} <= documented_paths()
+    assert undocumented({"loop": {"device": {"busy_s": 1.0}}, "torch": {"sample": {"pid": 1}}}) == \
+        ["torch.sample.pid"]
+    assert undocumented({"feedline": {"no_such_field": 1}}) == ["feedline.no_such_field"]
 
 
 @pytest.mark.parametrize("breakage,message", [
@@ -256,7 +340,7 @@ def test_detach_restores_the_loader_and_breaking_out_records_the_step(small_imag
     doctor = feedline.doctor.Doctor()
     for i, (images, labels) in enumerate(doctor.watch(loader)):
         assert isinstance(images, torch.Tensor) and images.shape == (8, 3, 64, 64)
-        assert type(loader.dataset).__name__ == "TimedDataset"
+        assert isinstance(loader.dataset, probes.TimedDataset)
         if i == 2:
             break
     assert len(doctor.steps) == 3  # the step the loop broke out of counts
@@ -337,3 +421,314 @@ def test_module_level_watch_and_the_report_files(small_images, tmp_path):
     assert feedline.doctor.validate_trace(json.loads((tmp_path / "a.trace.json").read_text()))
     assert (tmp_path / "a.html").read_text().startswith("<!DOCTYPE html>")
     assert r.top["rank"] == 1
+
+
+# -- the probes stand in faithfully for the user's objects ------------------------------------
+class Range(torch.utils.data.IterableDataset):
+    """torch's documented IterableDataset example."""
+
+    def __init__(self, start, end, transform=None):
+        self.start, self.end, self.transform = start, end, transform
+
+    def __iter__(self):
+        for i in range(self.start, self.end):
+            yield self.transform(i) if self.transform else i
+
+
+def split_range(worker_id):
+    """torch's documented worker_init_fn: each worker takes its share of the range."""
+    info = torch.utils.data.get_worker_info()
+    ds = info.dataset
+    overall_start, overall_end = ds.start, ds.end
+    per = int(math.ceil((overall_end - overall_start) / float(info.num_workers)))
+    ds.start = overall_start + info.id * per
+    ds.end = min(ds.start + per, overall_end)
+
+
+def test_attribute_writes_reach_the_users_dataset_so_workers_split_an_iterable():
+    loader = DataLoader(Range(0, 8), num_workers=2, worker_init_fn=split_range, batch_size=None)
+    assert sorted(int(x) for x in loader) == list(range(8))
+    doctor = feedline.doctor.Doctor()
+    assert sorted(int(x) for x in doctor.watch(loader)) == list(range(8))  # each item once, not once per worker
+    r = doctor.report(file=None)
+    doctor.detach()
+    assert r.data["loop"]["samples"] == 8 and r.data["torch"]["samples_timed"] == 8
+    # The wrappers keep only their own attribute; the rest is the dataset's.
+    ds = Range(0, 4)
+    for w in (probes.TimedIterable(ds), probes.TimedDataset(ds)):
+        w.start = 2
+        assert ds.start == 2 and "start" not in vars(w) and w.start == 2
+        del w.start
+        assert not hasattr(ds, "start")
+        ds.start = 0
+    assert sorted(pickle.loads(pickle.dumps(probes.TimedIterable(ds)))) == [0, 1, 2, 3]
+
+
+class Squares(torch.utils.data.Dataset):
+    def __init__(self, n=32):
+        self.n, self.batched_calls = n, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(0.001)
+        return torch.full((3,), float(i * i))
+
+
+class BatchedSquares(Squares):
+    """A dataset that loads a whole batch at once (like torch's Subset from
+    2.1, or Hugging Face datasets)."""
+
+    def __getitems__(self, indices):
+        self.batched_calls += 1
+        time.sleep(0.004)
+        return [torch.full((3,), float(i * i)) for i in indices]
+
+
+def _fresh_records():
+    r = probes.records()
+    r.samples, r.transforms = [], []
+    return r
+
+
+def test_getitems_is_timed_per_sample_and_only_offered_when_the_dataset_has_it():
+    assert not hasattr(probes.TimedDataset(Squares()), "__getitems__")
+    ds = BatchedSquares()
+    w = probes.TimedDataset(ds)
+    assert hasattr(w, "__getitems__") and isinstance(w, probes.TimedDataset) and len(w) == 32
+    w = pickle.loads(pickle.dumps(w))
+    assert hasattr(w, "__getitems__")
+    r = _fresh_records()
+    out = w.__getitems__([0, 1, 2, 3])
+    assert [int(x[0]) for x in out] == [0, 1, 4, 9]
+    assert [s[4] for s in r.samples] == [0, 1, 2, 3]  # one record per sample, with its index
+    assert sum(s[1] for s in r.samples) >= 0.004 and r.samples[1][0] > r.samples[0][0]
+    _fresh_records()
+
+    # Through a DataLoader: torch's fetcher calls __getitems__ where it knows
+    # it, else __getitem__ per sample; either way every sample is timed.
+    loader = DataLoader(ds, batch_size=8, num_workers=0)
+    with feedline.doctor.Doctor() as doctor:
+        for _ in doctor.watch(loader):
+            pass
+        t = doctor.report(file=None).data["torch"]
+    assert t["samples_timed"] == 32 and t["samples_per_batch"] == 8
+    per_sample = 0.004 / 8 if ds.batched_calls else 0.001
+    assert t["sample"]["wall_s"] >= 0.9 * per_sample
+
+
+def test_a_batched_index_counts_every_sample_it_loads():
+    class Rows(Squares):
+        def __getitem__(self, indices):  # a batched-index sampler hands over a list
+            return torch.stack([torch.full((3,), float(i)) for i in indices])
+
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(64)), 8, False)
+    loader = DataLoader(Rows(64), batch_size=None, sampler=sampler)
+    with feedline.doctor.Doctor() as doctor:
+        for _ in doctor.watch(loader):
+            pass
+        data = doctor.report(file=None).data
+    assert data["loop"]["samples"] == 64 and data["torch"]["samples_timed"] == 64
+    assert data["torch"]["samples_per_batch"] == 8
+
+
+class Chunks(torch.utils.data.IterableDataset):
+    """Yields ready-made batches of 16 rows (the batching done in the dataset)."""
+
+    def __iter__(self):
+        for i in range(6):
+            time.sleep(0.008)
+            yield torch.full((16, 3), float(i))
+
+
+def test_samples_are_counted_in_the_batch_and_the_torch_evidence_uses_the_same_unit():
+    with feedline.doctor.Doctor() as doctor:
+        for _ in doctor.watch(DataLoader(Chunks(), batch_size=None)):
+            pass
+        data = doctor.report(file=None).data
+    t = data["torch"]
+    assert data["loop"]["samples"] == 96 and t["samples_timed"] == 6  # 6 dataset calls, 96 samples
+    assert t["samples_per_batch"] == 16
+    assert 0.008 / 16 <= t["sample"]["wall_s"] < 0.004  # per sample, not per call
+    # The model's rate is in the loop's unit (samples), not in dataset calls.
+    assert rules.TorchModel(data).B == 16
+    assert data["capacity"]["model_samples_per_s"] > 0.3 * data["loop"]["samples_per_s"]
+
+
+class AddOne:
+    def __call__(self, x):
+        return x + 1
+
+
+class Compose:  # torchvision's, minus the import
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, x):
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+
+class WithTransform(torch.utils.data.Dataset):
+    def __init__(self, n, transform):
+        self.n, self.transform = n, transform
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.transform(torch.zeros(3))
+
+
+def test_a_compose_shared_with_another_loader_is_timed_only_for_the_watched_one():
+    shared = Compose([AddOne()])
+    train = DataLoader(WithTransform(16, shared), batch_size=8)
+    val = DataLoader(WithTransform(400, shared), batch_size=100)
+    _fresh_records()
+    with feedline.doctor.Doctor() as doctor:
+        for _ in doctor.watch(train):
+            for _ in val:  # validation in the middle of the epoch, same Compose
+                pass
+        recorded = sum(len(info["transforms"]) for info, *_ in doctor.probe.batches)
+        assert recorded == 16  # one per training sample, none for the 800 validation ones
+        assert doctor.report(file=None).data["torch"]["transforms"][0]["name"] == "AddOne"
+    assert probes.records().transforms == [] and probes.records().samples == []
+    # An IterableDataset's transforms are timed as its items are made.
+    loader = DataLoader(Range(0, 12, transform=Compose([AddOne()])), batch_size=4)
+    with feedline.doctor.Doctor() as doctor:
+        assert [b.tolist() for b in doctor.watch(loader)] == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
+        assert sum(len(info["transforms"]) for info, *_ in doctor.probe.batches) == 12
+
+
+class SizedRange(Range):
+    def __len__(self):
+        return self.end - self.start
+
+
+def test_len_of_a_watched_loader_over_an_iterable_with_len():
+    loader = DataLoader(SizedRange(0, 10), batch_size=2)
+    doctor = feedline.doctor.Doctor()
+    w = doctor.watch(loader)
+    assert len(loader) == 5 and len(w) == 5
+    assert sum(1 for _ in w) == 5
+    doctor.detach()
+    # Without a __len__ in the dataset, the wrapper has none either.
+    assert not hasattr(probes.TimedIterable(Range(0, 4)), "__len__")
+    assert hasattr(probes.TimedIterable(SizedRange(0, 4)), "__len__")
+
+
+def test_module_level_watch_report_restores_the_loader_even_with_persistent_workers():
+    data = [torch.zeros(3) for _ in range(16)]
+    loader = DataLoader(data, batch_size=4, num_workers=2, persistent_workers=True)
+    w = feedline.doctor.watch(loader)
+    for _epoch in range(2):
+        for _ in w:
+            pass
+        # Between epochs the persistent workers (started with the probes) live on.
+        assert isinstance(loader.dataset, probes.TimedDataset)
+    it = loader._iterator
+    w.report(file=None)
+    assert loader.dataset is data and loader._iterator is not it
+    assert all(type(b) is torch.Tensor for b in loader)
+    w.report(file=None)  # idempotent
+    w.close()
+    # Without persistent workers each epoch's end restores the loader: no report needed.
+    loader = DataLoader(data, batch_size=4, num_workers=1)
+    for _ in feedline.doctor.watch(loader):
+        pass
+    assert loader.dataset is data and type(next(iter(loader))) is torch.Tensor
+
+
+def test_persistent_workers_keep_running_across_watched_epochs():
+    data = [torch.zeros(3) for _ in range(16)]
+    loader = DataLoader(data, batch_size=4, num_workers=1, persistent_workers=True)
+    with feedline.doctor.Doctor() as doctor:
+        for _ in doctor.watch(loader):
+            pass
+        it = loader._iterator
+        for _ in doctor.watch(loader):
+            pass
+        assert loader._iterator is it  # not restarted by the doctor between epochs
+    assert loader.dataset is data
+
+
+# -- rules and accounting on synthetic evidence --------------------------------------------
+class FakeEvent:
+    """Stands in for torch.cuda.Event: a time on the device's clock, in s."""
+
+    def __init__(self, t=0.0):
+        self.t = t
+
+    def record(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):  # milliseconds, like CUDA events
+        return (other.t - self.t) * 1e3
+
+
+def test_device_starvation_leaves_out_warmup_and_gaps_across_epochs():
+    from feedline.doctor.watch import _DeviceTimer
+    dev = _DeviceTimer("auto")
+    # Two epochs of 8 steps: 10 ms busy, 2 ms idle between steps; the first
+    # two steps of each epoch wait 50 ms (warm-up), and 5 s of validation
+    # separate the epochs.
+    t = 0.0
+    for epoch in range(2):
+        for i in range(8):
+            t += 0.050 if i < 2 else 0.002
+            dev.pairs.append((FakeEvent(t), FakeEvent(t + 0.010), epoch))
+            t += 0.010
+        t += 5.0
+    s = dev.summary(skip=2)
+    assert s["steps"] == 16 and s["steady_steps"] == 12
+    assert s["busy_s"] == pytest.approx(12 * 0.010)
+    # The third step's wait counts (the loop waited for it in steady state);
+    # the first step of epoch 1 (after validation) and the warm-up do not.
+    assert s["idle_s"] == pytest.approx(12 * 0.002)
+    assert s["starvation"] == pytest.approx(0.002 / 0.012)
+    doc = documented_paths()
+    assert all(f"loop.device.{k}" in doc for k in s)
+
+
+def test_device_events_and_cpu_window_count_every_step_past_keep_steps(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=True: FakeEvent())
+    doctor = feedline.doctor.Doctor(keep_steps=5)
+    doctor._device.enabled = True
+    for _ in doctor.watch([torch.zeros(2, 3)] * 20):
+        pass
+    assert len(doctor.steps) == 5 and len(doctor._device.pairs) == 5
+    assert doctor.step_count == 20 and doctor.epochs[0]["samples"] == 40
+    assert doctor.cpu_window[1][3] == 20  # the CPU window counts all 20 steps
+
+
+def test_persistent_workers_needs_a_second_epoch(report):
+    ev = _evidence(report)
+    one = ev["loop"]["epoch_list"][0]
+    one.update(first_batch_s=0.8, wall_s=2.0)
+    ev["loop"]["epoch_list"] = [one]
+    assert not any(f["id"] == "persistent_workers" for f in rules.diagnose(ev))
+    ev["loop"]["epoch_list"] = [one, dict(one, index=1)]
+    f = next(f for f in rules.diagnose(ev) if f["id"] == "persistent_workers")
+    assert f["predicted_speedup"] > 1.1 and "only the first epoch" in f["summary"]
+
+
+def test_host_to_device_copy_is_measured_only_when_the_loop_used_cuda(monkeypatch):
+    watch_mod = importlib.import_module("feedline.doctor.watch")  # (feedline.doctor.watch is the function)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    calls = []
+    monkeypatch.setattr(watch_mod.Doctor, "_measure_h2d", lambda self: calls.append(1))
+    loader = DataLoader([torch.zeros(3)] * 16, batch_size=4)
+    doctor = feedline.doctor.Doctor()
+    for _ in doctor.watch(loader):
+        pass
+    doctor.measure_capacity(loader, batches=2)
+    assert calls == [] and doctor._h2d is None
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # the loop touched CUDA
+    doctor.measure_capacity(loader, batches=2)
+    assert calls == [1]

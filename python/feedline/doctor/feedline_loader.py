@@ -83,6 +83,9 @@ class FeedlineProbe:
     def detach(self):
         self._last = self._stats() or self._last
 
+    def release(self):
+        pass  # nothing to restore: the probe changes nothing
+
     def _stats(self):
         try:
             return self.loader.stats()

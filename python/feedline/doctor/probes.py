@@ -132,12 +132,69 @@ def _pixels(x):
 
 
 # -- the wrappers ------------------------------------------------------------
-class TimedDataset:
-    """Stands in for a map-style dataset: times every __getitem__ and
-    otherwise forwards to it (len, attributes)."""
+class _Forwarding:
+    """Stands in for the user's dataset: reads and writes of attributes it
+    does not own go to the dataset, so code that configures the dataset
+    through the loader (a worker_init_fn setting get_worker_info().dataset's
+    range, say) changes the user's dataset, as without the doctor."""
+
+    _own = ("dataset",)
 
     def __init__(self, dataset):
-        self.dataset = dataset
+        object.__setattr__(self, "dataset", dataset)
+
+    def __getattr__(self, name):  # only called for attributes not found here
+        if name in type(self)._own:  # not set yet (while unpickling)
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+    def __setattr__(self, name, value):
+        if name in type(self)._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.dataset, name, value)
+
+    def __delattr__(self, name):
+        if name in type(self)._own:
+            object.__delattr__(self, name)
+        else:
+            delattr(self.dataset, name)
+
+    # Explicit, so that pickling (spawn-started workers) never reaches the
+    # dataset's own __getstate__ / __setstate__ through __getattr__.
+    def __getstate__(self):
+        return {"dataset": self.dataset}
+
+    def __setstate__(self, state):
+        object.__setattr__(self, "dataset", state["dataset"])
+
+
+def _record_samples(r, t0, wall, cpu, runq, q0, indices):
+    """Records one timed call that produced len(indices) samples, its time
+    split evenly over them (only the outermost timed call records)."""
+    if r.depth != 0:
+        return
+    if not r.samples:
+        r.start_runq = q0
+    n = len(indices)
+    if n == 0:
+        return
+    w, c, q = wall / n, cpu / n, runq / n
+    for i, index in enumerate(indices):
+        r.samples.append((t0 + i * w, w, c, q, index if isinstance(index, int) else -1))
+
+
+class TimedDataset(_Forwarding):
+    """Stands in for a map-style dataset: times every __getitem__ (and
+    __getitems__, when the dataset has one) and otherwise forwards to it
+    (len, attributes). TimedDataset(ds) is a _TimedBatchedDataset when ds
+    has a __getitems__, so that hasattr(wrapper, "__getitems__"), which
+    torch's fetcher checks, answers as it would for ds."""
+
+    def __new__(cls, dataset=None):
+        if cls is TimedDataset and getattr(dataset, "__getitems__", None):
+            cls = _TimedBatchedDataset
+        return object.__new__(cls)
 
     def __len__(self):
         return len(self.dataset)
@@ -149,54 +206,71 @@ class TimedDataset:
             out, t0, wall, cpu, runq, q0 = _timed(self.dataset.__getitem__, index)
         finally:
             r.depth -= 1
-        if r.depth == 0:
-            if not r.samples:
-                r.start_runq = q0
-            r.samples.append((t0, wall, cpu, runq, index if isinstance(index, int) else -1))
+        # A batched-index sampler (batch_size=None) passes a list of indices: one call, many samples.
+        _record_samples(r, t0, wall, cpu, runq, q0, index if type(index) is list else (index,))
         return out
 
-    def __getattr__(self, name):  # only called for attributes not found here
-        if name == "dataset":
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
+
+class _TimedBatchedDataset(TimedDataset):
+    """A TimedDataset over a dataset with __getitems__ (torch's Subset from
+    2.1, Hugging Face datasets): torch's fetcher calls it for a whole batch."""
+
+    def __getitems__(self, indices):
+        r = records()
+        r.depth += 1
+        try:
+            out, t0, wall, cpu, runq, q0 = _timed(self.dataset.__getitems__, indices)
+        finally:
+            r.depth -= 1
+        _record_samples(r, t0, wall, cpu, runq, q0, list(indices))
+        return out
 
 
-class TimedIterable:
-    """Stands in for an IterableDataset: times each item's production."""
+class TimedIterable(_Forwarding):
+    """Stands in for an IterableDataset: times each item's production.
+    TimedIterable(ds) has a __len__ only when ds has one (a
+    _TimedSizedIterable), like the dataset it stands in for."""
 
-    def __init__(self, dataset):
-        self.dataset = dataset
+    def __new__(cls, dataset=None):
+        if cls is TimedIterable and hasattr(type(dataset), "__len__"):
+            cls = _TimedSizedIterable
+        return object.__new__(cls)
 
     def __iter__(self):
-        it = iter(self.dataset)
         r = records()
+        it = iter(self.dataset)
         while True:
+            r.depth += 1
             try:
                 out, t0, wall, cpu, runq, q0 = _timed(next, it)
             except StopIteration:
                 return
-            if not r.samples:
-                r.start_runq = q0
-            r.samples.append((t0, wall, cpu, runq, -1))
+            finally:
+                r.depth -= 1
+            _record_samples(r, t0, wall, cpu, runq, q0, (-1,))
             yield out
 
-    def __getattr__(self, name):
-        if name == "dataset":
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
+
+class _TimedSizedIterable(TimedIterable):
+    def __len__(self):
+        return len(self.dataset)
 
 
 class TimedTransform:
     """Replaces one entry of a torchvision Compose; records its time under
-    the sample being loaded."""
+    the sample being loaded. Only inside a timed __getitem__ / __getitems__
+    / iterable item: a Compose shared with another loader (validation) runs
+    untimed there."""
 
     def __init__(self, transform, index):
         self.transform = transform
         self.index = index
 
     def __call__(self, x):
-        out, t0, wall, cpu, runq, _ = _timed(self.transform, x)
         r = records()
+        if r.depth == 0:
+            return self.transform(x)
+        out, t0, wall, cpu, runq, _ = _timed(self.transform, x)
         r.transforms.append((len(r.samples), self.index, t0, wall, cpu, runq, _pixels(x)))
         return out
 

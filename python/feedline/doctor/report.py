@@ -73,7 +73,7 @@ def _loop_section(doctor, skip=1):
         "step_cpu_mean_s": sum(s[4] for s in steps) / n if n else 0.0,
         "receive_cpu_mean_s": sum(s[5] for s in steps) / n if n else 0.0,
         "process_cpu_mean_s": sum(s[7] for s in steps) / n if n else 0.0,
-        "device": doctor._device.summary(),
+        "device": doctor._device.summary(skip),
         "epoch_list": epochs,
     }
 

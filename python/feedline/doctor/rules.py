@@ -40,6 +40,7 @@ DECODE_FIXED_S = 1.5e-4     # per-image cost of opening a file and a decoder, an
 STORE_MARGIN = 1.15         # stored short side / output short side (256 for 224)
 STEP_BOUND_RANK = 1.5       # "input is fine" ranks like a fix of this speedup
 STARTUP_SHARE = 0.10        # start-up above this share of an epoch is worth persistent workers
+                            # (from two observed epochs: the first epoch pays the start-up anyway)
 COPY_ON_READ_BYTES = 64 << 20
 LARGE_BATCH = 64
 
@@ -139,7 +140,11 @@ class TorchModel:
         self.cores = max(1, int(machine.get("cores") or 1))
         # Cores other processes kept busy meanwhile (see period()).
         self.other_cores = min(self.cores - 1.0, machine.get("other_cpu_cores") or 0.0)
-        self.B = ev["loader"].get("batch_size") or round(t.get("samples_per_batch") or 1)
+        # Samples per batch, as the loop counts them: batch_size, unless each
+        # dataset call makes many samples (batch_size=None, or items that are
+        # already batches), then the batches' own size.
+        spb, bs = t.get("samples_per_batch") or 1, ev["loader"].get("batch_size")
+        self.B = bs if bs and spb <= 1.5 * bs else max(1, round(spb))
         sm, bt = t["sample"], t["batch"]
         self.sample_s = sm["wall_s"] - sm["runq_s"]   # without waits for a core
         self.sample_cpu_s = sm["cpu_s"]
@@ -292,7 +297,7 @@ def _persistent_workers(ev, m):
     if m.n == 0 or s.get("persistent_workers"):
         return None
     epochs = [e for e in ev["loop"].get("epoch_list", []) if e.get("first_batch_s") is not None and e["steps"] > 0]
-    if not epochs:
+    if len(epochs) < 2:  # the gain is for the epochs after the first: a one-epoch run has none
         return None
     latency, _ = m.worker_batch()  # the first batch, made by one worker, without start-up
     over = [max(0.0, e["first_batch_s"] - latency) for e in epochs]
@@ -307,7 +312,8 @@ def _persistent_workers(ev, m):
         "persistent_workers", "Workers restart every epoch",
         f"Each epoch starts {m.n} worker processes again: the first batch arrives after {_ms(overhead + latency)}, "
         f"{_ms(overhead)} of it start-up ({_pct(overhead / wall)} of a {wall:.2f} s epoch"
-        + (f"; worker_init_fn takes {_ms(init)}" if init and init >= 1e-3 else "") + ").",
+        + (f"; worker_init_fn takes {_ms(init)}" if init and init >= 1e-3 else "")
+        + "); with persistent workers only the first epoch pays it.",
         "DataLoader(..., persistent_workers=True)",
         {"startup_s": overhead, "epoch_s": wall, "first_batch_s": [e["first_batch_s"] for e in epochs],
          "worker_init_s": init},

@@ -68,7 +68,8 @@ class TorchProbe:
     sampler is untouched), the entries of the dataset's Compose, collate_fn
     and worker_init_fn; detach() puts every one back. Persistent workers
     started before attach() (or while attached) are shut down so the next
-    iteration starts them with the right code.
+    iteration starts them with the right code. release() (each epoch's end)
+    detaches unless persistent workers started with the probes are alive.
     """
 
     def __init__(self, loader):
@@ -114,6 +115,17 @@ class TorchProbe:
             self.compose.transforms[:] = saved["transforms"]
         self._saved = None
 
+    def release(self):
+        """At an epoch's end: detach, unless the loader keeps persistent
+        workers alive (started with the probes; detaching would shut them
+        down and make the next epoch pay their start-up again)."""
+        if self._saved is None:
+            return
+        l = self.loader
+        if l.num_workers > 0 and l.persistent_workers and getattr(l, "_iterator", None) is not None:
+            return
+        self.detach()
+
     def _restart_persistent_workers(self):
         it = getattr(self.loader, "_iterator", None)
         if it is not None:
@@ -125,6 +137,9 @@ class TorchProbe:
     # -- receiving --------------------------------------------------------------
     def unwrap(self, batch, t_request, t_received, epoch, capacity=False):
         if isinstance(batch, probes.ProbedBatch):
+            # The samples the batch holds (what the loop counts), beside the
+            # dataset calls timed for it: they differ when one call makes many.
+            batch.info["delivered"] = count_samples(batch.data, len(batch.info["samples"]))
             (self.capacity_batches if capacity else self.batches).append((batch.info, t_request, t_received, epoch))
             return batch.data
         return batch
@@ -162,7 +177,7 @@ class TorchProbe:
         if not batches:
             return None
         ds = (self._saved or {}).get("dataset", self.loader.dataset)
-        n_samples = 0
+        n_samples = n_delivered = 0
         sw = sc = sq = 0.0
         tf = {}  # transform index -> [wall, cpu, runq, count, pixels_sum, pixels_n]
         coll = [0.0, 0.0, 0.0]
@@ -173,6 +188,7 @@ class TorchProbe:
         for info, t_req, t_recv, _ in batches:
             samples = info["samples"]
             n_samples += len(samples)
+            n_delivered += info.get("delivered", len(samples))
             for (_, idx, _, wall, cpu, runq, px) in info["transforms"]:
                 a = tf.setdefault(idx, [0.0, 0.0, 0.0, 0, 0, 0])
                 a[0] += wall; a[1] += cpu; a[2] += runq; a[3] += 1
@@ -205,7 +221,9 @@ class TorchProbe:
                 w["memory"].append(info["memory"])
         hidden_cpu, gaps = self._between_batches(batches)
         nb = len(batches)
-        ns = max(1, n_samples)
+        # Per-sample means are per sample delivered, the loop's unit (the same
+        # as per sample timed unless one dataset call makes many samples).
+        ns = max(1, n_delivered)
         transforms_out = []
         names = self.settings().get("transforms") or []
         tf_total = [0.0, 0.0, 0.0]
@@ -242,7 +260,7 @@ class TorchProbe:
         image = self._image_info(decoded)
         return {
             "samples_timed": n_samples, "batches_timed": nb,
-            "samples_per_batch": n_samples / nb,
+            "samples_per_batch": n_delivered / nb,
             "sample": sample, "load": load, "transforms": transforms_out,
             "batch": {"collate_s": coll[0] / nb, "collate_cpu_s": coll[1] / nb, "collate_runq_s": coll[2] / nb,
                       "collate_reference_s": statistics.median(ref) if ref else None,
@@ -344,6 +362,23 @@ def _first_image_aspect(dataset):
         dataset = getattr(dataset, "dataset", None)
         seen += 1
     return None
+
+
+def count_samples(batch, default=None):
+    """Samples in a batch: its first tensor's leading dimension; without a
+    tensor `default` when given, else its length (a dict's first value's)."""
+    for t in _tensors(batch):
+        return int(t.shape[0]) if t.dim() > 0 else 1
+    if default is not None:
+        return default
+    if isinstance(batch, dict) and batch:
+        batch = next(iter(batch.values()))
+        if isinstance(batch, (str, bytes)):
+            return 1
+    try:
+        return len(batch)
+    except TypeError:
+        return 1
 
 
 def _safe_len(ds):

@@ -19,7 +19,7 @@ import sys
 import time
 
 from .feedline_loader import FeedlineProbe, is_feedline_loader
-from .torch_loader import TorchProbe, is_torch_loader, _tensors
+from .torch_loader import TorchProbe, count_samples, is_torch_loader, _tensors
 
 _NOW = time.perf_counter
 
@@ -34,6 +34,9 @@ class _NullProbe:
     def detach(self):
         pass
 
+    def release(self):
+        pass
+
     def unwrap(self, batch, *args, **kwargs):
         return batch
 
@@ -45,15 +48,6 @@ class _NullProbe:
 
     def settings(self):
         return {}
-
-
-def count_samples(batch):
-    for t in _tensors(batch):
-        return int(t.shape[0]) if t.dim() > 0 else 1
-    try:
-        return len(batch)
-    except TypeError:
-        return 1
 
 
 def clone_batch(batch):
@@ -74,54 +68,73 @@ def clone_batch(batch):
 
 class _DeviceTimer:
     """CUDA events around each step: idle gaps between one step's last
-    queued work and the next step's first, on the device's own clock."""
+    queued work and the next step's first, on the device's own clock. At
+    most `keep` steps are timed (like Doctor.keep_steps)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, keep=100_000):
         self.mode = mode
+        self.keep = keep
         self.enabled = False
-        self.pairs = []  # (start_event, end_event)
+        self.pairs = []  # (start_event, end_event, epoch)
         self._start = None
 
     def _check(self):
         if self.enabled or self.mode is False:
             return self.enabled
-        try:
-            import torch
-            self.enabled = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-        except Exception:
-            self.enabled = False
+        self.enabled = _cuda_in_use()
         return self.enabled
 
     def step_start(self):
-        if self.enabled:
+        if self.enabled and len(self.pairs) < self.keep:
             import torch
             self._start = torch.cuda.Event(enable_timing=True)
             self._start.record()
 
-    def step_end(self):
+    def step_end(self, epoch=0):
         if self._start is not None:
             import torch
             end = torch.cuda.Event(enable_timing=True)
             end.record()
-            self.pairs.append((self._start, end))
+            self.pairs.append((self._start, end, epoch))
             self._start = None
         else:
             self._check()  # from the next step on, once the loop has touched CUDA
 
-    def summary(self):
+    def summary(self, skip=1):
+        """Busy and idle device time over the steady state: as for the host
+        (report._loop_section), each epoch's first `skip` steps (at most a
+        quarter of a short epoch) are left out, and so is every gap that
+        crosses an epoch boundary (validation, checkpointing: not the
+        loader's doing). Events only need elapsed_time() and synchronize()."""
         if not self.pairs:
             return None
         self.pairs[-1][1].synchronize()
-        busy = sum(s.elapsed_time(e) for s, e in self.pairs) / 1e3
-        idle = sum(max(0.0, self.pairs[i][1].elapsed_time(self.pairs[i + 1][0]))
-                   for i in range(len(self.pairs) - 1)) / 1e3
+        per_epoch = {}
+        for p in self.pairs:
+            per_epoch[p[2]] = per_epoch.get(p[2], 0) + 1
+        busy = idle = 0.0
+        steps, seen, prev = 0, {}, None
+        for p in self.pairs:
+            start, end, epoch = p
+            seen[epoch] = seen.get(epoch, 0) + 1
+            same_epoch = prev is not None and prev[2] == epoch
+            if seen[epoch] > min(skip, max(1, per_epoch[epoch] // 4)):
+                steps += 1
+                busy += start.elapsed_time(end)
+                if same_epoch:  # the wait before this step, on the device
+                    idle += max(0.0, prev[1].elapsed_time(start))
+            prev = p
+        busy, idle = busy / 1e3, idle / 1e3
         total = busy + idle
-        return {"timed": True, "steps": len(self.pairs), "busy_s": busy, "idle_s": idle,
+        return {"timed": True, "steps": len(self.pairs), "steady_steps": steps, "busy_s": busy, "idle_s": idle,
                 "starvation": idle / total if total > 0 else 0.0}
 
 
 class Watched:
-    """What Doctor.watch returns: iterate it once per epoch."""
+    """What Doctor.watch returns: iterate it once per epoch. report() (the
+    module-level `w = watch(loader); ...; w.report()` pattern) diagnoses and
+    then restores the loader; close() (or `with`) restores it without a
+    report. Both are idempotent, and iterating again re-attaches."""
 
     def __init__(self, doctor, iterable):
         self.doctor, self.iterable = doctor, iterable
@@ -133,7 +146,19 @@ class Watched:
         return len(self.iterable)
 
     def report(self, **kwargs):
-        return self.doctor.report(**kwargs)
+        try:
+            return self.doctor.report(**kwargs)
+        finally:
+            self.doctor.detach()
+
+    def close(self):
+        self.doctor.detach()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class Doctor:
@@ -149,8 +174,11 @@ class Doctor:
         keep_steps: steps kept for the timeline and trace (all are counted).
 
     While attached to a torch DataLoader, iterate it through watch(): its
-    batches carry timings that watch() strips. detach() (or `with Doctor()`)
-    restores the loader; report() does not detach.
+    batches carry timings that watch() strips. Each epoch's end restores the
+    loader, except one whose persistent workers stay alive between epochs
+    (they were started with the probes, and detaching shuts them down): for
+    that one detach() (or `with Doctor()`, or Watched.report()) restores it.
+    Doctor.report() does not detach, so more epochs can follow.
     """
 
     def __init__(self, step_fn=None, device="auto", cores=None, keep_steps=100_000):
@@ -166,10 +194,11 @@ class Doctor:
         self.epochs = []     # {index, t_iter, first_batch_s, steps, samples, t_end}
         self.t0 = None
         self.capacity = {}
-        self._device = _DeviceTimer(device if device is False else "auto")
+        self._device = _DeviceTimer(device if device is False else "auto", keep_steps)
+        self.step_count = 0  # every step watched (self.steps keeps at most keep_steps)
         self._cached = None
         self._h2d = None
-        self.cpu_window = None   # [(wall, system busy s, process cpu s) at start, ... at the last epoch's end]
+        self.cpu_window = None   # [(wall, system busy s, process cpu s, steps) at start, ... at the last epoch's end]
 
     # -- watching ------------------------------------------------------------
     def watch(self, iterable, step_fn=None):
@@ -218,7 +247,8 @@ class Doctor:
                 info = getattr(raw, "info", None) if type(raw).__name__ == "ProbedBatch" else None
                 batch = probe.unwrap(raw, t_request, t_recv, epoch["index"])
                 del raw
-                samples = len(info["samples"]) if info is not None else count_samples(batch)
+                # Counted in the batch itself (a dataset call can make many samples).
+                samples = (info.get("delivered") if info is not None else None) or count_samples(batch)
                 if epoch["first_batch_s"] is None:
                     epoch["first_batch_s"] = t_recv - epoch["t_iter"]
                     probe.note_batch(batch)
@@ -231,17 +261,19 @@ class Doctor:
                 self._finish_step(epoch, pending)
                 pending = None
                 if epoch["steps"] == warmup:  # steady state from here: leave start-up CPU out
-                    self.cpu_window[0] = _cpu_point(len(self.steps))
+                    self.cpu_window[0] = _cpu_point(self.step_count)
         finally:
             if pending is not None:  # the loop left during a step (break, exception)
                 self._finish_step(epoch, pending)
             epoch["t_end"] = _NOW()
-            self.cpu_window[1] = _cpu_point(len(self.steps))
+            self.cpu_window[1] = _cpu_point(self.step_count)
+            del it
+            probe.release()  # restores the loader unless that would stop its persistent workers
 
     def _finish_step(self, epoch, pending):
         t_done = _NOW()
         c2 = time.thread_time()
-        self._device.step_end()
+        self._device.step_end(epoch["index"])
         t_request, t_recv, samples, c0, c1, p0 = pending
         self._record(epoch, t_request, t_recv - t_request, t_done - t_recv, samples, c2 - c1, c1 - c0,
                      time.process_time() - p0)
@@ -249,6 +281,7 @@ class Doctor:
     def _record(self, epoch, t_request, wait, step, samples, step_cpu, receive_cpu, process_cpu):
         epoch["steps"] += 1
         epoch["samples"] += samples
+        self.step_count += 1
         if len(self.steps) < self.keep_steps:
             self.steps.append((t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu))
 
@@ -281,6 +314,7 @@ class Doctor:
             arrivals.append((t, count_samples(batch)))
             del batch
         del it
+        self.probe.release()
         # Leave out the batches that were ready at once (but keep at least half).
         skip = min(warmup, len(arrivals) // 2)
         if len(arrivals) - skip >= 2:
@@ -293,7 +327,8 @@ class Doctor:
             if batch is not None:
                 self._cached = batch
                 self.capacity["step_samples_per_s"] = self._replay(step_fn, batch, steps)
-        self._measure_h2d()
+        if self._device.enabled or _cuda_in_use():  # only when the loop really uses CUDA
+            self._measure_h2d()
         return dict(self.capacity)
 
     def _replay(self, step_fn, batch, steps):
@@ -389,6 +424,15 @@ def _cpu_point(steps):
     return (_NOW(), system_busy_s(), time.process_time(), steps)
 
 
+def _cuda_in_use():
+    """CUDA is available and this process has initialised it."""
+    try:
+        import torch
+        return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
 def _cuda_sync():
     try:
         import torch
@@ -401,7 +445,7 @@ def _cuda_sync():
 
 def watch(iterable, step_fn=None, **kwargs):
     """A new Doctor watching `iterable`: `w = watch(loader); for b in w: ...;
-    w.report()` (w.doctor is the Doctor)."""
+    w.report()` (w.doctor is the Doctor; w.report() restores the loader)."""
     d = Doctor(step_fn=step_fn, **kwargs)
     w = d.watch(iterable)
     return w
