@@ -182,7 +182,7 @@ TEST(LoaderLifecycleTest, AThousandWalkAwaysLeakNoThreadsFdsOrMemory) {
   };
   run(100);  // warm-up: allocator arenas, thread stacks
   const int threads = CountThreads(), fds = open_fds();
-  const long rss = rss_kb();
+  [[maybe_unused]] const long rss = rss_kb();
   run(1000);
   EXPECT_EQ(CountThreads(), threads);
   EXPECT_EQ(open_fds(), fds);
