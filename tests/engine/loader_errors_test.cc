@@ -12,7 +12,6 @@ namespace feedline {
 namespace {
 
 using testing::BatchCopy;
-using testing::CountThreads;
 using testing::MakeTestPipeline;
 using testing::MustCreate;
 
@@ -53,7 +52,7 @@ TEST(LoaderErrorsTest, RaiseDeliversEarlierBatchesThenTheErrorAtItsBatch) {
     ASSERT_EQ(metrics.errors.log.size(), 1u);
     EXPECT_EQ(metrics.errors.log[0].sample_id, 13u);
     loader.reset();
-    EXPECT_EQ(CountThreads(), baseline);
+    EXPECT_EQ(testing::CountThreadsSettled(baseline), baseline);
   }
 }
 

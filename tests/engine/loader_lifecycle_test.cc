@@ -137,7 +137,7 @@ TEST(LoaderLifecycleTest, DestroyingMidEpochJoinsPromptlyAndLeaksNoThreads) {
       EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
     }
   }
-  EXPECT_EQ(CountThreads(), baseline);
+  EXPECT_EQ(testing::CountThreadsSettled(baseline), baseline);
 }
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -184,7 +184,7 @@ TEST(LoaderLifecycleTest, AThousandWalkAwaysLeakNoThreadsFdsOrMemory) {
   const int threads = CountThreads(), fds = open_fds();
   [[maybe_unused]] const long rss = rss_kb();
   run(1000);
-  EXPECT_EQ(CountThreads(), threads);
+  EXPECT_EQ(testing::CountThreadsSettled(threads), threads);
   EXPECT_EQ(open_fds(), fds);
   // Sanitizer runtimes keep quarantines and shadow memory of their own.
 #if !FEEDLINE_TEST_SANITIZED
@@ -236,7 +236,7 @@ TEST(LoaderLifecycleTest, CancellationAtRandomPointsNeverHangsOrLeaks) {
     loader.reset();
     EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
   }
-  EXPECT_EQ(CountThreads(), baseline);
+  EXPECT_EQ(testing::CountThreadsSettled(baseline), baseline);
 }
 
 TEST(LoaderLifecycleTest, NextForTimesOutWithoutConsumingAnything) {

@@ -125,6 +125,18 @@ inline int CountThreads() {
   return -1;
 }
 
+// The thread count once it reaches `expected`, or after `timeout_ms`: a
+// joined thread can still be counted in /proc for a moment (pthread_join
+// returns when the kernel clears the thread id, before the task is reaped).
+inline int CountThreadsSettled(int expected, int timeout_ms = 2000) {
+  int n = CountThreads();
+  for (int waited = 0; n != expected && waited < timeout_ms; waited += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    n = CountThreads();
+  }
+  return n;
+}
+
 // The thread count to compare against after loaders are gone, taken after
 // one loader has come and gone: sanitizer runtimes start helper threads
 // lazily, and those are not ours.
