@@ -3,6 +3,7 @@
 #include <string>
 
 #include "feedline/image.h"
+#include "src/image/decode_internal.h"
 #include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
 

@@ -5,15 +5,12 @@
 #include <string>
 
 #include "feedline/image.h"
+#include "src/image/decode_internal.h"
 #include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
 #include "src/image/resample.h"
 
 namespace feedline {
-
-namespace image {
-Status UnsupportedFormat(std::span<const uint8_t> bytes);
-}  // namespace image
 
 namespace {
 
