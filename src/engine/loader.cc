@@ -823,7 +823,7 @@ void LoaderCore::TunerLoop() {
   lim.batch_size = options_.batch_size;
   ReadAheadMetrics ra;
   for (const auto& op : pipeline_.ops) {
-    if (op->GetReadAhead(&ra)) {
+    if (par_.read_ahead && op->GetReadAhead(&ra)) {
       lim.tune_read_ahead = true;
       lim.max_in_flight = ra.max_in_flight;
       lim.max_read_ahead_bytes = ra.max_bytes;
@@ -942,7 +942,12 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
                                    : par.max_buffers;
   par.reserved_bytes = reserved;
   ReadAheadMetrics ra;
-  for (const auto& op : pipeline.ops) par.read_ahead = par.read_ahead || op->GetReadAhead(&ra);
+  // The tuner sizes one read-ahead; a pipeline with several keeps their
+  // configured limits (one window's rate and latency cannot be split
+  // between them).
+  int read_aheads = 0;
+  for (const auto& op : pipeline.ops) read_aheads += op->GetReadAhead(&ra) ? 1 : 0;
+  par.read_ahead = read_aheads == 1;
   if (options.allocator == nullptr) options.allocator = NewHostAllocator();
 
   auto impl = std::make_unique<Impl>();
