@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "feedline/file.h"
 
@@ -59,17 +60,36 @@ std::string JoinName(const std::string& base, const std::string& leaf) {
   return base.back() == '/' ? base + leaf : base + "/" + leaf;
 }
 
+namespace {
+
+// Out of descriptors: raise the soft RLIMIT_NOFILE to the hard limit, as Go's
+// runtime does at start-up. Every open shard keeps a descriptor, so a
+// dataset of a thousand shards meets the common soft limit of 1024 while the
+// hard limit is usually far higher. True if the limit went up.
+bool RaiseDescriptorLimit() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> l(mu);
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return false;
+  rlimit raised = lim;
+  raised.rlim_cur = lim.rlim_max;
+  return setrlimit(RLIMIT_NOFILE, &raised) == 0;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, const HttpOptions& http) {
   if (IsUrl(name)) return io::OpenHttpFile(name, http);
-  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == EMFILE && RaiseDescriptorLimit()) fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     const std::string msg = "cannot open '" + name + "': " + std::strerror(err);
     if (err == EMFILE || err == ENFILE) {
       rlimit lim{};
       getrlimit(RLIMIT_NOFILE, &lim);
-      return ResourceExhaustedError(msg + " (RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) +
-                                    "; every open shard keeps one descriptor)");
+      return ResourceExhaustedError(msg + " (RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + ", hard limit " +
+                                    std::to_string(lim.rlim_max) + "; every open shard keeps one descriptor)");
     }
     return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
   }
