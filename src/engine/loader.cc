@@ -114,6 +114,8 @@ class LoaderCore final : public detail::BufferHome,
   detail::TunerConfig Apply(const detail::TunerConfig& from, detail::TunerConfig to,
                             std::vector<std::string> why) EXCLUDES(mu_);
   uint64_t ScratchBytes(uint64_t* per_thread_max) const;
+  // Every op's read-ahead, summed (the tuner sizes it when there is one).
+  ReadAheadMetrics ReadAheadSum() const;
   uint64_t ChargedBytes() const REQUIRES(mu_);
   void Log(std::string line) REQUIRES(mu_);
   Slot& SlotForClaim(const EpochPlan& plan, uint64_t batch) REQUIRES(mu_);
@@ -641,13 +643,9 @@ MetricsSnapshot LoaderCore::Metrics() const {
     }
   }
   TunerMetrics& t = m.tuner;
-  ReadAheadMetrics ra;
-  for (const auto& op : pipeline_.ops) {
-    if (op->GetReadAhead(&ra)) {
-      t.read_ahead_in_flight += ra.in_flight_limit;
-      t.read_ahead_bytes += ra.bytes_limit;
-    }
-  }
+  const ReadAheadMetrics ra = ReadAheadSum();
+  t.read_ahead_in_flight = ra.in_flight_limit;
+  t.read_ahead_bytes = ra.bytes_limit;
   uint64_t per_thread = 0;
   t.scratch_bytes = ScratchBytes(&per_thread);
   MutexLock l(&mu_);
@@ -709,14 +707,10 @@ LoaderCore::Totals LoaderCore::ReadTotals() const {
     t.busy_ns += c->busy_ns.load(std::memory_order_relaxed);
     t.blocked_ns += c->blocked_output_ns.load(std::memory_order_relaxed);
   }
-  ReadAheadMetrics ra;
-  for (const auto& op : pipeline_.ops) {
-    if (op->GetReadAhead(&ra)) {
-      t.fetches += ra.fetches;
-      t.fetch_ns += ra.fetch_ns;
-      t.fetched_bytes += ra.fetched_bytes;
-    }
-  }
+  const ReadAheadMetrics ra = ReadAheadSum();
+  t.fetches = ra.fetches;
+  t.fetch_ns = ra.fetch_ns;
+  t.fetched_bytes = ra.fetched_bytes;
   MutexLock l(&mu_);
   t.now_ns = NowNs();
   t.consumer_wait_ns = consumer_wait_ns_;
@@ -726,17 +720,29 @@ LoaderCore::Totals LoaderCore::ReadTotals() const {
 
 detail::TunerConfig LoaderCore::CurrentConfig() const {
   detail::TunerConfig c;
-  ReadAheadMetrics ra;
-  for (const auto& op : pipeline_.ops) {
-    if (op->GetReadAhead(&ra)) {
-      c.read_ahead_in_flight = ra.in_flight_limit;
-      c.read_ahead_bytes = ra.bytes_limit;
-    }
-  }
+  const ReadAheadMetrics ra = ReadAheadSum();
+  c.read_ahead_in_flight = ra.in_flight_limit;
+  c.read_ahead_bytes = ra.bytes_limit;
   MutexLock l(&mu_);
   c.threads = active_threads_;
   c.ring_depth = ring_limit_;
   return c;
+}
+
+ReadAheadMetrics LoaderCore::ReadAheadSum() const {
+  ReadAheadMetrics sum, ra;
+  for (const auto& op : pipeline_.ops) {
+    if (!op->GetReadAhead(&ra)) continue;
+    sum.in_flight_limit += ra.in_flight_limit;
+    sum.max_in_flight += ra.max_in_flight;
+    sum.bytes_limit += ra.bytes_limit;
+    sum.max_bytes += ra.max_bytes;
+    sum.fetches += ra.fetches;
+    sum.fetch_ns += ra.fetch_ns;
+    sum.fetched_bytes += ra.fetched_bytes;
+    sum.peak_bytes += ra.peak_bytes;
+  }
+  return sum;
 }
 
 uint64_t LoaderCore::ScratchBytes(uint64_t* per_thread_max) const {
@@ -821,13 +827,11 @@ void LoaderCore::TunerLoop() {
   lim.max_threads = num_threads_;
   lim.max_ring = max_buffers_;
   lim.batch_size = options_.batch_size;
-  ReadAheadMetrics ra;
-  for (const auto& op : pipeline_.ops) {
-    if (par_.read_ahead && op->GetReadAhead(&ra)) {
-      lim.tune_read_ahead = true;
-      lim.max_in_flight = ra.max_in_flight;
-      lim.max_read_ahead_bytes = ra.max_bytes;
-    }
+  if (par_.read_ahead) {  // exactly one: the sum is that one
+    const ReadAheadMetrics ra = ReadAheadSum();
+    lim.tune_read_ahead = true;
+    lim.max_in_flight = ra.max_in_flight;
+    lim.max_read_ahead_bytes = ra.max_bytes;
   }
   detail::TunerPolicy policy(lim);
   const auto interval = std::chrono::milliseconds(std::max<uint32_t>(1, options_.tune_interval_ms));

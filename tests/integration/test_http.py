@@ -33,15 +33,6 @@ def wait_for_port(port, timeout=10):
 
 
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory, feedline_bin, gen_dataset):
-    base = tmp_path_factory.mktemp("http")
-    gen_dataset(base / "images", 80, 4)
-    subprocess.run([feedline_bin, "pack", str(base / "images"), str(base / "www" / "ds"), "--shard-bytes", "900000"],
-                   check=True, capture_output=True)
-    return base
-
-
-@pytest.fixture(scope="module")
 def nginx(packed):
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     prefix = packed / "nginx"

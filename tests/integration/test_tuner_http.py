@@ -3,9 +3,7 @@ behind a real HTTP server on 127.0.0.1 that answers every range request
 after a fixed delay (a far-away object store). The tuner must keep about
 rate x latency fetches in flight, and that must beat one fetch at a time."""
 import http.server
-import os
 import pathlib
-import subprocess
 import threading
 import time
 
@@ -57,12 +55,8 @@ class _LatencyHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def slow_server(tmp_path_factory, feedline_bin, gen_dataset):
-    base = tmp_path_factory.mktemp("tuner_http")
-    gen_dataset(base / "images", 96, 4)
-    subprocess.run([feedline_bin, "pack", str(base / "images"), str(base / "www" / "ds"), "--shard-bytes", "900000"],
-                   check=True, capture_output=True)
-    handler = lambda *a, **k: _LatencyHandler(*a, directory=str(base / "www"), **k)  # noqa: E731
+def slow_server(packed):
+    handler = lambda *a, **k: _LatencyHandler(*a, directory=str(packed / "www"), **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -330,6 +330,16 @@ TEST_F(ShardTest, AWriteFailureNamesTheFileAndLeavesNoShard) {
   EXPECT_FALSE(fs::exists(path + ".partial"));
 }
 
+// Opens `path` up to n times, keeping the readers, until one open fails.
+Status OpenMany(const std::string& path, int n, std::vector<std::unique_ptr<ShardReader>>* open) {
+  for (int i = 0; i < n; ++i) {
+    auto r = ShardReader::Open(path);
+    if (!r.ok()) return r.status();
+    open->push_back(std::move(r).value());
+  }
+  return Status::OK();
+}
+
 // RELIABILITY.md 20: running out of descriptors names the resource and
 // limit. Lowering the hard limit cannot be undone, so it runs in a child.
 TEST_F(ShardTest, TooManyOpenFilesNamesTheLimit) {
@@ -341,12 +351,7 @@ TEST_F(ShardTest, TooManyOpenFilesNamesTheLimit) {
     rlimit low{16, 16};
     if (setrlimit(RLIMIT_NOFILE, &low) != 0) _exit(2);
     std::vector<std::unique_ptr<ShardReader>> open;
-    Status st;
-    for (int i = 0; i < 32 && st.ok(); ++i) {
-      auto r = ShardReader::Open(path);
-      st = r.status();
-      if (r.ok()) open.push_back(std::move(r).value());
-    }
+    const Status st = OpenMany(path, 32, &open);
     open.clear();
     std::ofstream(report) << st.ToString();
     _exit(st.code() == StatusCode::kResourceExhausted ? 0 : 1);
@@ -370,12 +375,7 @@ TEST_F(ShardTest, TheSoftDescriptorLimitIsRaisedToTheHardOne) {
   low.rlim_cur = 16;
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
   std::vector<std::unique_ptr<ShardReader>> open;
-  Status st;
-  for (int i = 0; i < 32 && st.ok(); ++i) {
-    auto r = ShardReader::Open(path);
-    st = r.status();
-    if (r.ok()) open.push_back(std::move(r).value());
-  }
+  const Status st = OpenMany(path, 32, &open);
   rlimit now;
   getrlimit(RLIMIT_NOFILE, &now);
   const size_t opened = open.size();

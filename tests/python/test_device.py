@@ -25,7 +25,8 @@ def test_cpu_device_is_the_host_path(dataset):
 
 
 def test_batch_reports_its_whole_buffer_for_pinning(dataset):
-    with feedline.Loader(dataset, batch_size=8, num_threads=2,
+    # A fixed ring of 3 (an auto ring may grow, which would make the bound vary).
+    with feedline.Loader(dataset, batch_size=8, num_threads=2, prefetch_batches=2,
                          transform=feedline.transforms.imagenet_eval(32, 32)) as loader:
         seen = set()
         for batch in loader._host_batches(with_buffer=True):

@@ -200,14 +200,20 @@ class TimedDataset(_Forwarding):
         return len(self.dataset)
 
     def __getitem__(self, index):
+        # A batched-index sampler (batch_size=None) passes a list of indices: one call, many samples.
+        return self._timed_call(self.dataset.__getitem__, index, index if type(index) is list else (index,))
+
+    @staticmethod
+    def _timed_call(fn, arg, indices):
+        """fn(arg), timed and recorded as the samples `indices`; transforms
+        called inside it record too (depth > 0)."""
         r = records()
         r.depth += 1
         try:
-            out, t0, wall, cpu, runq, q0 = _timed(self.dataset.__getitem__, index)
+            out, t0, wall, cpu, runq, q0 = _timed(fn, arg)
         finally:
             r.depth -= 1
-        # A batched-index sampler (batch_size=None) passes a list of indices: one call, many samples.
-        _record_samples(r, t0, wall, cpu, runq, q0, index if type(index) is list else (index,))
+        _record_samples(r, t0, wall, cpu, runq, q0, indices)
         return out
 
 
@@ -216,14 +222,7 @@ class _TimedBatchedDataset(TimedDataset):
     2.1, Hugging Face datasets): torch's fetcher calls it for a whole batch."""
 
     def __getitems__(self, indices):
-        r = records()
-        r.depth += 1
-        try:
-            out, t0, wall, cpu, runq, q0 = _timed(self.dataset.__getitems__, indices)
-        finally:
-            r.depth -= 1
-        _record_samples(r, t0, wall, cpu, runq, q0, list(indices))
-        return out
+        return self._timed_call(self.dataset.__getitems__, indices, list(indices))
 
 
 class TimedIterable(_Forwarding):
