@@ -41,7 +41,10 @@ FEEDLINE_EXPORT ImageFormat SniffImageFormat(std::span<const uint8_t> bytes);
 // Checked from the header, before any pixel memory is allocated
 // (RELIABILITY.md "default limits").
 struct FEEDLINE_EXPORT DecodeLimits {
-  uint64_t max_pixels = uint64_t{1} << 28;
+  // Pillow's decompression-bomb limit: it refuses images over twice its
+  // MAX_IMAGE_PIXELS (1024^3 / 4 / 3 = 89478485), so this refuses what a
+  // torchvision pipeline on Pillow would.
+  uint64_t max_pixels = 2 * uint64_t{89478485};
   uint32_t max_dimension = 65535;
   uint32_t max_jpeg_scans = 256;        // progressive JPEGs: SOS markers
   uint64_t max_png_chunk_bytes = 8u << 20;

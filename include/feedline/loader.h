@@ -52,6 +52,10 @@ namespace feedline {
 
 inline constexpr uint32_t kMaxAutoRingDepth = 32;
 inline constexpr double kDefaultRamFraction = 0.25;
+// Decode scratch a worker may keep between samples (Sample::ChargeScratch);
+// a sample needing more takes the loader's large-sample allowance, a quarter
+// of max_bytes, one sample at a time, and gives it back when it ends.
+inline constexpr uint64_t kRetainedScratchBytes = uint64_t{32} << 20;
 
 enum class ErrorPolicy {
   kRaise,  // the first sample error stops the stream (default)
@@ -77,7 +81,8 @@ struct FEEDLINE_EXPORT LoaderOptions {
   uint32_t cpu_budget = 0;
 
   // Memory: the RAM budget. Batch buffers, the ops' reserved bytes
-  // (read-ahead) and the workers' scratch stay within `max_bytes`; a budget
+  // (read-ahead), the large-sample allowance (with ops that charge decode
+  // scratch) and the workers' scratch stay within `max_bytes`; a budget
   // too small for one batch is an error naming the bytes needed. 0 = auto:
   // kDefaultRamFraction (a quarter) of the memory available to the process.
   // The ring holds at most `ring_depth` batch buffers (in production, ready,

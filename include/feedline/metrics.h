@@ -32,7 +32,7 @@ struct FEEDLINE_EXPORT WorkerMetrics {
   uint64_t wait_input_ns = 0;      // idle: no sample to take (epoch done, not started)
   uint64_t blocked_output_ns = 0;  // a sample was ready to take but no batch buffer was free
   uint64_t parked_ns = 0;          // set aside by the tuner
-  uint64_t scratch_bytes = 0;      // the worker's own buffers (decode scratch), high-water mark
+  uint64_t scratch_bytes = 0;      // the worker's own buffers (decode scratch) kept after its last sample
 };
 
 struct FEEDLINE_EXPORT RingMetrics {
@@ -78,8 +78,10 @@ struct FEEDLINE_EXPORT TunerMetrics {
   uint32_t read_ahead_in_flight = 0;
   uint64_t read_ahead_bytes = 0;
   uint64_t reserved_bytes = 0;   // the ops' (read-ahead) share of the budget
+  uint64_t scratch_allowance_bytes = 0;  // the large-sample decode allowance (Sample::ChargeScratch)
+  uint64_t scratch_waits = 0;    // large samples that waited for the allowance
   uint64_t scratch_bytes = 0;    // workers' scratch, summed
-  // Memory charged to the budget now: ring buffers + reserved + scratch.
+  // Memory charged to the budget now: ring buffers + reserved + allowance + scratch.
   uint64_t charged_bytes = 0;
   uint64_t peak_charged_bytes = 0;
   uint64_t windows = 0;          // measurement windows seen

@@ -36,6 +36,7 @@ namespace feedline {
 
 namespace detail {
 class SampleRunner;
+class ScratchGate;
 }  // namespace detail
 
 // Where a sample's bytes came from, for error messages. Source ops fill what
@@ -89,6 +90,18 @@ class FEEDLINE_EXPORT Sample {
   // (a slow read, a retry loop) should check it and return CancelledError.
   bool cancelled() const { return cancelled_->load(std::memory_order_relaxed); }
 
+  // Charges `bytes` of scratch this sample is about to allocate (decode
+  // buffers sized from a header) to the loader's RAM budget, before the
+  // allocation (RELIABILITY.md 36). Charges add up over the sample's ops.
+  // A sample within the per-worker mark (docs/engine.md, "Decode scratch")
+  // proceeds at once; a larger one takes the loader's large-sample
+  // allowance, waiting while another sample holds it; one larger than the
+  // allowance fails with ResourceExhausted naming `what`, the bytes and the
+  // budget. Outside a loader there is no budget and it always succeeds.
+  Status ChargeScratch(uint64_t bytes, std::string_view what);
+  // Bytes charged so far for this sample.
+  uint64_t charged_scratch() const { return charged_scratch_; }
+
  private:
   friend class detail::SampleRunner;
   uint64_t id_ = 0;
@@ -101,6 +114,9 @@ class FEEDLINE_EXPORT Sample {
   SampleLocation location_;
   std::vector<void*> outputs_;
   const std::atomic<bool>* cancelled_ = nullptr;
+  detail::ScratchGate* gate_ = nullptr;
+  uint64_t charged_scratch_ = 0;
+  bool holds_allowance_ = false;
 };
 
 // Per-worker mutable state of an op.
@@ -110,6 +126,9 @@ class FEEDLINE_EXPORT OpState {
   // Bytes of scratch this state holds now (decoder buffers), charged to the
   // loader's RAM budget. Default: 0.
   virtual uint64_t ScratchBytes() const { return 0; }
+  // Gives scratch back to the allocator. Called by the worker after a sample
+  // when its scratch is above the per-worker mark. Default: nothing.
+  virtual void TrimScratch() {}
 };
 
 // A read-ahead the tuner may size: what it did and its current limits.
@@ -148,6 +167,9 @@ class FEEDLINE_EXPORT SampleOp {
   // Bytes this op may hold between samples (read-ahead buffers). The loader
   // takes them out of its memory budget before sizing the batch ring.
   virtual uint64_t ReservedBytes() const { return 0; }
+  // True if the op charges per-sample scratch (Sample::ChargeScratch): the
+  // loader then carves its large-sample allowance out of the budget.
+  virtual bool ChargesScratch() const { return false; }
   // Ops with a read-ahead report it (true) and accept new limits within
   // what they reserved. Called by the tuner thread. Default: none.
   virtual bool GetReadAhead(ReadAheadMetrics* out) const {

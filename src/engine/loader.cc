@@ -14,6 +14,7 @@
 #include "src/core/mutex.h"
 #include "src/engine/detail/batch_data.h"
 #include "src/engine/detail/sample_runner.h"
+#include "src/engine/detail/scratch_gate.h"
 #include "src/engine/detail/tuner_policy.h"
 
 namespace feedline {
@@ -46,7 +47,8 @@ struct Parallelism {
   uint32_t max_buffers = 1;      // what ring_depth and the budget allow
   uint32_t initial_ring = 1;
   uint32_t cpu_budget = 1;
-  uint64_t reserved_bytes = 0;   // the ops' share of max_bytes
+  uint64_t reserved_bytes = 0;   // the ops' share of max_bytes, and the scratch allowance
+  uint64_t scratch_allowance = 0;  // the large-sample allowance (ScratchGate)
   bool threads_auto = false;
   bool ring_auto = false;
   bool read_ahead = false;       // an op has a read-ahead to size
@@ -99,6 +101,7 @@ class LoaderCore final : public detail::BufferHome,
   const int64_t start_ns_;
   std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
   std::atomic<bool> cancelled_{false};
+  detail::ScratchGate scratch_gate_;
   // Set by ~Loader after the workers are joined: from then on returned
   // buffers are freed. Not on Cancel (or a stall): a caller may still have
   // them pinned and must unpin them before closing.
@@ -186,7 +189,8 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
       par_(par),
       num_threads_(par.max_threads),
       max_buffers_(par.max_buffers),
-      start_ns_(NowNs()) {
+      start_ns_(NowNs()),
+      scratch_gate_(kRetainedScratchBytes, par.scratch_allowance, options_.max_bytes) {
   for (uint32_t i = 0; i < num_threads_; ++i) {
     counters_.push_back(std::make_unique<detail::WorkerCounters>(pipeline_.ops.size()));
   }
@@ -290,7 +294,7 @@ Slot& LoaderCore::SlotForClaim(const EpochPlan& plan, uint64_t b) {
 
 void LoaderCore::WorkerLoop(size_t worker) {
   detail::WorkerCounters* counters = counters_[worker].get();
-  detail::SampleRunner runner(&pipeline_, &cancelled_, counters);
+  detail::SampleRunner runner(&pipeline_, &cancelled_, counters, &scratch_gate_);
   std::vector<void*> outputs(pipeline_.fields.size());
 
   MutexLock l(&mu_);
@@ -605,6 +609,7 @@ std::string LoaderCore::SaveState() const {
 void LoaderCore::Cancel() {
   MutexLock l(&mu_);
   cancelled_.store(true);
+  scratch_gate_.Cancel();
   work_cv_.SignalAll();
   ready_cv_.SignalAll();
   drained_cv_.SignalAll();
@@ -659,7 +664,9 @@ MetricsSnapshot LoaderCore::Metrics() const {
   t.max_threads = num_threads_;
   t.ring_depth = ring_limit_;
   t.max_ring_depth = max_buffers_;
-  t.reserved_bytes = par_.reserved_bytes;
+  t.reserved_bytes = par_.reserved_bytes - par_.scratch_allowance;
+  t.scratch_allowance_bytes = par_.scratch_allowance;
+  t.scratch_waits = scratch_gate_.waits();
   t.charged_bytes = ChargedBytes();
   peak_charged_ = std::max(peak_charged_, t.charged_bytes);
   t.peak_charged_bytes = peak_charged_;
@@ -929,8 +936,18 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
                                   " samples need " + Bytes(layout.total_bytes) + " (" + detail +
                                   ")");
   }
+  // The large-sample allowance for ops that charge decode scratch
+  // (detail::ScratchGate): a quarter of the budget, less where that would
+  // leave the ring less than its minimum.
+  for (const auto& op : pipeline.ops) {
+    if (!op->ChargesScratch()) continue;
+    const uint64_t min_ring = (par.ring_auto ? 2 : 1) * layout.total_bytes;
+    par.scratch_allowance = std::min(options.max_bytes / 4, batch_budget - std::min(batch_budget, min_ring));
+    break;
+  }
+  const uint64_t ring_budget = batch_budget - par.scratch_allowance;
   par.max_buffers = static_cast<uint32_t>(std::min<uint64_t>(
-      par.ring_auto ? kMaxAutoRingDepth : options.ring_depth, batch_budget / layout.total_bytes));
+      par.ring_auto ? kMaxAutoRingDepth : options.ring_depth, ring_budget / layout.total_bytes));
   if (par.ring_auto && par.max_buffers < 2) {
     // A loop holds one batch while it asks for the next: an auto ring
     // needs room for two.
@@ -944,7 +961,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   // By default three: one batch held by the consumer, one ready, one filling.
   par.initial_ring = par.ring_auto ? std::clamp<uint32_t>(options.auto_ring_start, 2, par.max_buffers)
                                    : par.max_buffers;
-  par.reserved_bytes = reserved;
+  par.reserved_bytes = reserved + par.scratch_allowance;
   ReadAheadMetrics ra;
   // The tuner sizes one read-ahead; a pipeline with several keeps their
   // configured limits (one window's rate and latency cannot be split

@@ -1,5 +1,7 @@
 #include "feedline/sample.h"
 
+#include "src/engine/detail/scratch_gate.h"
+
 #include <string>
 #include <utility>
 
@@ -16,6 +18,14 @@ std::string SampleLocation::ToString() const {
   if (offset >= 0) add("offset " + std::to_string(offset));
   if (!key.empty()) add("key '" + key + "'");
   return s;
+}
+
+Status Sample::ChargeScratch(uint64_t bytes, std::string_view what) {
+  if (gate_ != nullptr) {
+    FEEDLINE_RETURN_IF_ERROR(gate_->Charge(charged_scratch_, bytes, what, &holds_allowance_));
+  }
+  charged_scratch_ += bytes;
+  return Status::OK();
 }
 
 void SampleLocation::Clear() {

@@ -5,11 +5,39 @@
 namespace feedline::detail {
 
 SampleRunner::SampleRunner(const Pipeline* pipeline, const std::atomic<bool>* cancelled,
-                           WorkerCounters* counters)
-    : pipeline_(pipeline), counters_(counters) {
+                           WorkerCounters* counters, ScratchGate* gate)
+    : pipeline_(pipeline), counters_(counters), gate_(gate) {
   states_.reserve(pipeline->ops.size());
   for (const auto& op : pipeline->ops) states_.push_back(op->NewState());
   sample_.cancelled_ = cancelled;
+  sample_.gate_ = gate;
+}
+
+void SampleRunner::SettleScratch() {
+  Sample& s = sample_;
+  if (s.holds_allowance_) {
+    gate_->Release();
+    s.holds_allowance_ = false;
+  }
+  s.charged_scratch_ = 0;
+  auto held = [&] {
+    uint64_t bytes = s.scratch_.capacity();
+    for (const auto& state : states_) {
+      if (state != nullptr) bytes += state->ScratchBytes();
+    }
+    return bytes;
+  };
+  uint64_t scratch = held();
+  // Scratch beyond the mark (a large sample's buffers) goes back now, not at
+  // close(): the budget counts a worker for the mark, not for its peak.
+  if (gate_ != nullptr && scratch > gate_->retained_bytes()) {
+    std::vector<uint8_t>().swap(s.scratch_);
+    for (const auto& state : states_) {
+      if (state != nullptr) state->TrimScratch();
+    }
+    scratch = held();
+  }
+  counters_->scratch_bytes.store(scratch, std::memory_order_relaxed);
 }
 
 SampleRunner::Outcome SampleRunner::Run(uint64_t epoch, uint64_t epoch_key, uint64_t id,
@@ -47,14 +75,7 @@ SampleRunner::Outcome SampleRunner::Run(uint64_t epoch, uint64_t epoch_key, uint
     }
   }
   counters_->op_start_ns.store(0, std::memory_order_relaxed);
-  // The worker's scratch, charged to the RAM budget (high-water mark).
-  uint64_t scratch = s.scratch_.capacity();
-  for (const auto& state : states_) {
-    if (state != nullptr) scratch += state->ScratchBytes();
-  }
-  if (scratch > counters_->scratch_bytes.load(std::memory_order_relaxed)) {
-    counters_->scratch_bytes.store(scratch, std::memory_order_relaxed);
-  }
+  SettleScratch();
   Bump(counters_->samples, 1);
   Bump(counters_->busy_ns, static_cast<uint64_t>(t - start));
   return outcome;

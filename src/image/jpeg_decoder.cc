@@ -17,6 +17,7 @@ struct ErrorMgr {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX + 96];
   bool warnings_fatal;
+  bool in_header;  // inside jpeg_read_header: junk between segments is tolerated
   unsigned max_scans;
 };
 
@@ -30,6 +31,9 @@ void EmitMessage(j_common_ptr cinfo, int level) {
   auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
   if (level < 0) {  // a warning: corrupt data that libjpeg would paper over
     ++cinfo->err->num_warnings;
+    // Stray bytes between header segments (some encoders and editors write
+    // them) lose no pixel data; libjpeg and Pillow decode such files.
+    if (err->in_header && cinfo->err->msg_code == JWRN_EXTRANEOUS_DATA) return;
     if (err->warnings_fatal) ErrorExit(cinfo);
   }
 }
@@ -62,6 +66,7 @@ JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {
   s.err.pub.error_exit = ErrorExit;
   s.err.pub.emit_message = EmitMessage;
   s.err.warnings_fatal = true;
+  s.err.in_header = false;
   s.err.max_scans = 256;
   s.err.message[0] = '\0';
   // jpeg_create_decompress can only fail on out-of-memory, through ErrorExit.
@@ -81,11 +86,14 @@ namespace {
 // Everything between setjmp and the libjpeg calls is plain data.
 int ReadHeaderC(jpeg_decompress_struct* cinfo, ErrorMgr* err, const uint8_t* data, size_t size) {
   if (setjmp(err->jump)) {
+    err->in_header = false;
     jpeg_abort_decompress(cinfo);
     return -1;
   }
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  err->in_header = true;
   jpeg_read_header(cinfo, TRUE);
+  err->in_header = false;
   return 0;
 }
 
@@ -135,46 +143,76 @@ struct FrameHeader {
   uint32_t precision = 0, width = 0, height = 0, components = 0;
 };
 
+// Moves `i` to the byte after the next marker's 0xFF (fill bytes skipped),
+// stepping over anything that is not a marker as libjpeg does (it warns about
+// "extraneous bytes before marker" and carries on, and so does Pillow).
+// False if the bytes end first.
+bool NextMarker(std::span<const uint8_t> b, size_t* i) {
+  while (*i < b.size() && b[*i] != 0xFF) ++*i;
+  while (*i < b.size() && b[*i] == 0xFF) ++*i;
+  return *i < b.size();
+}
+
+// Markers that stand alone, without a length: RSTn, SOI, TEM.
+bool IsStandalone(uint8_t m) { return (m >= 0xD0 && m <= 0xD8) || m == 0x01; }
+
 // Walks the marker segments up to the first frame header (SOFn). Reading it
 // ourselves lets us name our own limits and "unsupported" cases before
 // libjpeg sees the file (libjpeg would reject some with generic messages).
 Result<FrameHeader> ReadFrameHeader(std::span<const uint8_t> b) {
   size_t i = 2;  // after SOI
-  while (i + 4 <= b.size()) {
-    if (b[i] != 0xFF) return DataLossError("corrupt JPEG header: no marker at offset " + std::to_string(i));
-    const uint8_t m = b[i + 1];
-    if (m == 0xFF) {  // fill byte
-      ++i;
-      continue;
-    }
-    const size_t len = size_t{b[i + 2]} << 8 | b[i + 3];
-    if (len < 2) return DataLossError("corrupt JPEG header: bad segment length at offset " + std::to_string(i));
+  while (NextMarker(b, &i)) {
+    const uint8_t m = b[i++];
+    if (m == 0x00 || IsStandalone(m)) continue;
+    if (m == 0xDA || m == 0xD9) break;  // scan or end before any frame
+    if (i + 2 > b.size()) break;
+    const size_t len = size_t{b[i]} << 8 | b[i + 1];
+    if (len < 2) return DataLossError("corrupt JPEG header: bad segment length at offset " + std::to_string(i - 2));
     const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
     if (sof) {
-      if (len < 8 || i + 4 + 6 > b.size()) return DataLossError("corrupt JPEG header: short frame header");
+      if (len < 8 || i + 8 > b.size()) return DataLossError("corrupt JPEG header: short frame header");
       FrameHeader f;
       f.sof = m;
-      f.precision = b[i + 4];
-      f.height = uint32_t{b[i + 5]} << 8 | b[i + 6];
-      f.width = uint32_t{b[i + 7]} << 8 | b[i + 8];
-      f.components = b[i + 9];
+      f.precision = b[i + 2];
+      f.height = uint32_t{b[i + 3]} << 8 | b[i + 4];
+      f.width = uint32_t{b[i + 5]} << 8 | b[i + 6];
+      f.components = b[i + 7];
       return f;
     }
-    if (m == 0xDA || m == 0xD9) break;  // scan or end before any frame
-    i += 2 + len;
+    i += len;
   }
   return DataLossError("corrupt JPEG header: no frame header (SOF) found");
 }
 
-// True if an end-of-image marker is among the last bytes. Entropy-coded data
-// never contains 0xFF 0xD9 (0xFF is stuffed), so a truncated file lacks it.
+// True if the marker structure reaches an end-of-image marker: segments are
+// stepped over by their lengths and entropy-coded data up to the first marker
+// that is not a stuffed 0xFF00 or a restart marker, so an EOI is found where
+// libjpeg would find it and a truncated file has none. Bytes after the EOI
+// (phones append thumbnails, depth maps and videos there) are never read.
 bool HasEndOfImage(std::span<const uint8_t> b) {
-  // Trailing bytes after EOI (padding, appended metadata) are tolerated up
-  // to this many.
-  constexpr size_t kWindow = 64 * 1024;
-  const size_t stop = b.size() > kWindow ? b.size() - kWindow : 1;
-  for (size_t i = b.size(); i-- > stop;) {
-    if (b[i] == 0xD9 && b[i - 1] == 0xFF) return true;
+  size_t i = 2;  // after SOI
+  while (NextMarker(b, &i)) {
+    const uint8_t m = b[i++];
+    if (m == 0xD9) return true;
+    if (m == 0x00 || IsStandalone(m)) continue;
+    if (i + 2 > b.size()) return false;
+    i += size_t{b[i]} << 8 | b[i + 1];
+    if (m != 0xDA) continue;
+    // Entropy-coded data: 0xFF is followed by 0x00 (stuffing), fill bytes or
+    // RSTn inside it; anything else is the next marker.
+    while (i < b.size()) {
+      const void* ff = std::memchr(b.data() + i, 0xFF, b.size() - i);
+      if (ff == nullptr) return false;
+      size_t j = static_cast<size_t>(static_cast<const uint8_t*>(ff) - b.data()) + 1;
+      while (j < b.size() && b[j] == 0xFF) ++j;
+      if (j >= b.size()) return false;
+      if (b[j] == 0x00 || (b[j] >= 0xD0 && b[j] <= 0xD7)) {
+        i = j + 1;
+        continue;
+      }
+      i = j - 1;  // the marker's 0xFF: the outer loop reads it
+      break;
+    }
   }
   return false;
 }
@@ -186,6 +224,9 @@ Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimit
   State& s = *state_;
   s.err.warnings_fatal = limits.jpeg_warnings_fatal;
   s.err.max_scans = limits.max_jpeg_scans;
+  // A header read whose decode never came (the sample failed in between,
+  // e.g. over its scratch budget) leaves libjpeg mid-stream: reset it.
+  if (s.header_read) jpeg_abort_decompress(&s.cinfo);
   s.header_read = false;
   FEEDLINE_ASSIGN_OR_RETURN(FrameHeader frame, ReadFrameHeader(bytes));
   if (frame.sof == 0xC3 || frame.sof == 0xC7 || frame.sof == 0xCB || frame.sof == 0xCF) {
@@ -230,6 +271,39 @@ void JpegDecoder::ScaledSize(int scale_num, uint32_t* width, uint32_t* height) {
   // jdmaster.c: output size = ceil(image size * scale_num / 8).
   *width = static_cast<uint32_t>((uint64_t{c.image_width} * scale_num + 7) / 8);
   *height = static_cast<uint32_t>((uint64_t{c.image_height} * scale_num + 7) / 8);
+}
+
+uint64_t JpegDecoder::DecodeScratchBytes(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1,
+                                         uint32_t y1) {
+  const jpeg_decompress_struct& c = state_->cinfo;
+  uint32_t sw = 0, sh = 0;
+  ScaledSize(scale_num, &sw, &sh);
+  const uint64_t cw = std::min(x1, sw) > x0 ? std::min(x1, sw) - x0 : 0;
+  const uint64_t rows = std::min(y1, sh) > y0 ? std::min(y1, sh) - y0 : 0;
+  // Decode's row buffer (see there), and libjpeg's per-row buffers: about
+  // one iMCU row (16 lines of 16 bytes a pixel, generously).
+  uint64_t bytes = (cw + 64) * 4 * rows + uint64_t{sw} * 16 * 16 + (256u << 10);
+  // A progressive file, or a sequential one whose first scan does not carry
+  // every component, is decoded through a full coefficient buffer.
+  if (c.progressive_mode || c.buffered_image || c.comps_in_scan < c.num_components) {
+    // jdcoefct.c keeps the whole coefficient image: per component,
+    // width_in_blocks x height_in_blocks rounded up to its sampling factors,
+    // 64 coefficients of 2 bytes each.
+    for (int i = 0; i < c.num_components; ++i) {
+      const jpeg_component_info& comp = c.comp_info[i];
+      const uint64_t h = static_cast<uint64_t>(std::max(1, comp.h_samp_factor));
+      const uint64_t v = static_cast<uint64_t>(std::max(1, comp.v_samp_factor));
+      const uint64_t wb = (uint64_t{comp.width_in_blocks} + h - 1) / h * h;
+      const uint64_t hb = (uint64_t{comp.height_in_blocks} + v - 1) / v * v;
+      bytes += wb * hb * 64 * sizeof(JCOEF);
+    }
+  }
+  return bytes;
+}
+
+void JpegDecoder::TrimScratch() {
+  std::vector<uint8_t>().swap(pixels_);
+  std::vector<uint8_t>().swap(cmyk_row_);
 }
 
 Status JpegDecoder::Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,

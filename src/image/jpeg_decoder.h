@@ -52,6 +52,12 @@ class JpegDecoder {
 
   // Bytes of pixel scratch held (libjpeg's own pools are per decode).
   uint64_t scratch_bytes() const { return pixels_.capacity() + cmyk_row_.capacity(); }
+  // After ReadHeader: what Decode with these arguments allocates, at most:
+  // our pixel rows and libjpeg's buffers, which for a progressive file hold
+  // every DCT coefficient of the image. For charging it to a budget first.
+  uint64_t DecodeScratchBytes(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1);
+  // Frees the scratch buffers.
+  void TrimScratch();
 
  private:
   struct State;

@@ -3,7 +3,6 @@
 #include <spng.h>
 
 #include <algorithm>
-#include <iterator>
 #include <memory>
 #include <string>
 
@@ -82,15 +81,31 @@ Status PngDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits
 
 namespace {
 
-// True if an IEND chunk (type and its fixed CRC) is among the last bytes.
-bool HasIend(std::span<const uint8_t> b) {
-  static constexpr uint8_t kIend[8] = {'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
-  const size_t window = std::min<size_t>(b.size(), 64 * 1024);
-  const auto tail = b.subspan(b.size() - window);
-  return std::search(tail.begin(), tail.end(), std::begin(kIend), std::end(kIend)) != tail.end();
+// After the last row: reads the chunks that follow the image data up to
+// IEND, checking each CRC, so a file cut or corrupted after the pixels is an
+// error too (Pillow reads to IEND as well).
+Status CheckTail(spng_ctx* ctx) {
+  const int err = spng_decode_chunks(ctx);
+  if (err) return SpngError("corrupt PNG after the image data", err);
+  return Status::OK();
 }
 
 }  // namespace
+
+uint64_t PngDecoder::DecodeScratchBytes(const ImageInfo& info, uint32_t y0, uint32_t y1) {
+  const uint64_t w = info.width;
+  // libspng's own row buffers (two rows of up to 8 bytes a pixel, plus
+  // zlib's window and state).
+  const uint64_t lib = 2 * w * 8 + (64u << 10);
+  if (info.progressive) return lib + w * info.height * 4;  // interlaced: the whole image as RGBA
+  const uint64_t rows = y1 > y0 ? std::min<uint64_t>(y1, info.height) - std::min<uint64_t>(y0, info.height) : 0;
+  return lib + w * 4 + rows * w * 3;
+}
+
+void PngDecoder::TrimScratch() {
+  std::vector<uint8_t>().swap(rgba_);
+  std::vector<uint8_t>().swap(rgb_);
+}
 
 Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
                           uint32_t y1, RgbRegion* out) {
@@ -112,6 +127,7 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     if (rgba_.size() < size) rgba_.resize(size);
     err = spng_decode_image(ctx.get(), rgba_.data(), size, SPNG_FMT_RGBA8, 0);
     if (err) return SpngError("corrupt PNG", err);
+    FEEDLINE_RETURN_IF_ERROR(CheckTail(ctx.get()));
     uint8_t* p = rgba_.data();
     const size_t begin = y0 * w, end = y1 * w;
     for (size_t i = begin; i < end; ++i) {  // drop alpha, packing rows y0.. to the front
@@ -124,19 +140,20 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     out->pixels = rgba_.data();
     return Status::OK();
   }
-  if (y1 < ihdr.height && !HasIend(bytes)) {
-    return DataLossError("corrupt PNG: no IEND chunk at the end (truncated file?)");
-  }
   int err = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGBA8, SPNG_DECODE_PROGRESSIVE);
   if (err) return SpngError("corrupt PNG", err);
   if (rgba_.size() < w * 4) rgba_.resize(w * 4);
   if (rgb_.size() < size_t{y1 - y0} * w * 3) rgb_.resize(size_t{y1 - y0} * w * 3);
-  for (uint32_t y = 0; y < y1; ++y) {
+  // Every row is inflated, also those below the crop: zlib's Adler-32 and the
+  // CRCs of the later IDAT chunks are only checked once the whole stream has
+  // been read, and pixels are not trusted before that (RELIABILITY.md 35).
+  // Rows outside [y0, y1) are inflated and defiltered, not kept.
+  for (uint32_t y = 0; y < ihdr.height; ++y) {
     err = spng_decode_row(ctx.get(), rgba_.data(), w * 4);
     if (err != 0 && !(err == SPNG_EOI && y + 1 == ihdr.height)) {
       return SpngError(("corrupt PNG at row " + std::to_string(y)).c_str(), err);
     }
-    if (y < y0) continue;  // rows above the crop: inflated (zlib is sequential), not kept
+    if (y < y0 || y >= y1) continue;
     uint8_t* dst = rgb_.data() + size_t{y - y0} * w * 3;
     const uint8_t* src = rgba_.data();
     for (size_t x = 0; x < w; ++x) {
@@ -145,6 +162,7 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
       dst[3 * x + 2] = src[4 * x + 2];
     }
   }
+  FEEDLINE_RETURN_IF_ERROR(CheckTail(ctx.get()));
   out->y = y0;
   out->height = y1 - y0;
   out->pixels = rgb_.data();

@@ -21,14 +21,20 @@ class PngDecoder {
  public:
   // Parses the header and checks the limits.
   Status ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits, ImageInfo* info);
-  // Decodes rows [y0, y1) to RGB (all columns), stopping after row y1 - 1
-  // for non-interlaced files. A partial decode requires the IEND chunk at the
-  // end of the file, so that a cut-off tail is still an error.
+  // Decodes rows [y0, y1) to RGB (all columns). The whole file is read and
+  // verified either way (every IDAT CRC, zlib's Adler-32, the chunks up to
+  // IEND): rows outside the range are inflated but not kept, because zlib
+  // checks its stream only at the end (RELIABILITY.md 35).
   // `out->pixels` points into this decoder's scratch until the next call.
   Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
                 uint32_t y1, RgbRegion* out);
 
   uint64_t scratch_bytes() const { return rgba_.capacity() + rgb_.capacity(); }
+  // What Decode(y0, y1) of an image with this header allocates, at most
+  // (ours and libspng's), for charging it to a budget first.
+  static uint64_t DecodeScratchBytes(const ImageInfo& info, uint32_t y0, uint32_t y1);
+  // Frees the scratch buffers.
+  void TrimScratch();
 
  private:
   std::vector<uint8_t> rgba_;

@@ -134,6 +134,11 @@ struct ImageState final : OpState {
   uint64_t ScratchBytes() const override {
     return jpeg.scratch_bytes() + png.scratch_bytes() + scratch.capacity() * sizeof(float);
   }
+  void TrimScratch() override {
+    jpeg.TrimScratch();
+    png.TrimScratch();
+    std::vector<float>().swap(scratch);
+  }
 };
 
 Status CheckTransform(const ImageTransform& t) {
@@ -169,8 +174,9 @@ int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
   return 8;
 }
 
+// `sample`, when given, is charged the decode scratch before it is allocated.
 Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox* given,
-           SampleRng* rng, ImageState& s, void* out) {
+           SampleRng* rng, Sample* sample, ImageState& s, void* out) {
   const ImageFormat format = SniffImageFormat(bytes);
   if (format != ImageFormat::kJpeg && format != ImageFormat::kPng) return UnsupportedFormat(bytes);
   ImageInfo info;
@@ -197,6 +203,16 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   PlanAxis(t.interpolation, rx1 - rx0, bx, box.width * f / t.width, t.width, &s.horizontal);
   PlanAxis(t.interpolation, ry1 - ry0, by, box.height * f / t.height, t.height, &s.vertical);
 
+  const uint32_t y0 = ry0 + s.vertical.min_index, y1 = ry0 + s.vertical.max_index;
+  if (sample != nullptr) {
+    const uint64_t need =
+        format == ImageFormat::kJpeg
+            ? s.jpeg.DecodeScratchBytes(m, rx0 + s.horizontal.min_index, y0, rx0 + s.horizontal.max_index, y1)
+            : image::PngDecoder::DecodeScratchBytes(info, y0, y1);
+    FEEDLINE_RETURN_IF_ERROR(sample->ChargeScratch(
+        need, "decoding this " + std::to_string(info.width) + "x" + std::to_string(info.height) + " " +
+                  std::string(ImageFormatName(format)) + (info.progressive ? " (progressive)" : "")));
+  }
   RgbRegion region;
   if (format == ImageFormat::kJpeg) {
     FEEDLINE_RETURN_IF_ERROR(s.jpeg.Decode(m, rx0 + s.horizontal.min_index,
@@ -221,13 +237,14 @@ class ImageOp final : public SampleOp {
   ImageOp(ImageTransform t, size_t field) : t_(std::move(t)), field_(field) {}
   std::string_view name() const override { return "decode_transform"; }
   std::unique_ptr<OpState> NewState() const override { return std::make_unique<ImageState>(); }
+  bool ChargesScratch() const override { return true; }
   Status Apply(Sample& sample, OpState* state) const override {
     if (field_ >= sample.num_outputs()) {
       return InvalidArgumentError("image op writes field " + std::to_string(field_) +
                                   " but the pipeline has " + std::to_string(sample.num_outputs()));
     }
     SampleRng rng = sample.rng();
-    return Run(sample.data(), t_, nullptr, &rng, *static_cast<ImageState*>(state),
+    return Run(sample.data(), t_, nullptr, &rng, &sample, *static_cast<ImageState*>(state),
                sample.output(field_));
   }
 
@@ -277,7 +294,7 @@ Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
                       const CropBox& box, void* out) {
   FEEDLINE_RETURN_IF_ERROR(image::CheckTransform(t));
   image::ImageState state;
-  return image::Run(bytes, t, &box, nullptr, state, out);
+  return image::Run(bytes, t, &box, nullptr, nullptr, state, out);
 }
 
 }  // namespace feedline

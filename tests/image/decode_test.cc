@@ -84,7 +84,7 @@ TEST(DecodeTest, HugeDeclaredJpegIsRejectedFromTheHeaderNamingTheLimit) {
   Result<ImageInfo> r = ReadImageInfo(testing::WithDeclaredSize(small, 65535, 65535));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("over max_pixels 268435456"), std::string::npos)
+  EXPECT_NE(r.status().message().find("over max_pixels 178956970"), std::string::npos)
       << r.status();
   // 65535 x 1 passes the header limits; the missing data is then an error,
   // and decoding it never allocates more than a row's worth per row.
@@ -210,7 +210,7 @@ TEST(DecodeTest, PngRowRangeDecodeMatchesFullDecodeAndStillNeedsTheWholeFile) {
   std::vector<uint8_t> cut(png.begin(), png.end() - 100);
   Status st = d.Decode(cut, {}, 100, 150, &r);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
-  EXPECT_NE(st.message().find("IEND"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("corrupt PNG"), std::string::npos) << st;
   EXPECT_FALSE(DecodeImage(cut).ok());
 }
 

@@ -11,6 +11,7 @@
 
 #include "feedline/sample.h"
 #include "feedline/status.h"
+#include "src/engine/detail/scratch_gate.h"
 
 namespace feedline::detail {
 
@@ -47,8 +48,9 @@ struct alignas(64) WorkerCounters {
 
 class SampleRunner {
  public:
+  // `gate` charges the samples' scratch to the budget (may be null: none).
   SampleRunner(const Pipeline* pipeline, const std::atomic<bool>* cancelled,
-               WorkerCounters* counters);
+               WorkerCounters* counters, ScratchGate* gate = nullptr);
 
   struct Outcome {
     Status status;      // OK, or the failing op's status
@@ -63,8 +65,13 @@ class SampleRunner {
   const Sample& sample() const { return sample_; }
 
  private:
+  // After a sample: gives back the large-sample allowance, trims scratch
+  // above the per-worker mark, and records what the worker now holds.
+  void SettleScratch();
+
   const Pipeline* pipeline_;
   WorkerCounters* counters_;
+  ScratchGate* gate_;
   std::vector<std::unique_ptr<OpState>> states_;
   Sample sample_;
 };
