@@ -22,12 +22,20 @@
 // (SampleError). Under ErrorPolicy::kRaise, Next() returns it at the batch
 // where it occurred, after all earlier batches, and the stream stops: every
 // later call returns the same error. Under kSkip the sample is dropped from
-// its batch and counted; error max_errors + 1 stops the stream with a summary.
+// its batch (which is then shorter; Batch::skipped() names what is missing)
+// and counted; a batch whose every sample was skipped is never delivered
+// (counted in ErrorMetrics::empty_batches), so the loop never sees an empty
+// batch; error max_errors + 1 stops the stream with a summary.
 // Errors are counted in delivery order, so which error trips the limit is
 // deterministic too.
 //
-// Thread safety: Next, SetEpoch and RestoreState must be called from one
-// thread at a time (the consumer). Cancel, Metrics, SaveState, epoch and
+// Thread safety: Next, NextFor, SetEpoch and RestoreState must be called from
+// one thread at a time (the consumer); a call while another thread is inside
+// one of them returns FailedPrecondition naming the misuse (it never waits,
+// and never hands out the same samples twice). After fork() the child's copy
+// of a loader refuses every consumer call with FailedPrecondition, and
+// destroying it there leaks it instead of joining threads that only exist
+// in the parent. Cancel, Metrics, SaveState, epoch and
 // num_batches are safe for concurrent use from any thread. Destroying the
 // loader cancels it and joins its threads (promptly as long as ops return;
 // a long op should poll Sample::cancelled()); batches still held stay valid.
@@ -140,7 +148,8 @@ class FEEDLINE_EXPORT Loader {
                  bool* timed_out);
 
   // Restarts at the first batch of `epoch`, discarding batches in flight.
-  void SetEpoch(uint64_t epoch);
+  // Errors: FailedPrecondition on misuse (below).
+  Status SetEpoch(uint64_t epoch);
 
   // The position before the batch the next Next() would return (batches in
   // flight are not state: they are recomputed). See Sampler::SaveState.

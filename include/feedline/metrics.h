@@ -59,6 +59,7 @@ struct FEEDLINE_EXPORT ConsumerMetrics {
 struct FEEDLINE_EXPORT ErrorMetrics {
   uint64_t total = 0;                        // sample errors seen in delivered batches
   uint64_t skipped = 0;                      // dropped under the skip policy
+  uint64_t empty_batches = 0;                // batches all of whose samples were skipped: not delivered
   std::map<std::string, uint64_t> by_reason; // SampleError::Reason() -> count
   std::vector<SampleError> log;              // the first error_log_capacity errors
   uint64_t log_dropped = 0;                  // errors not kept in `log`

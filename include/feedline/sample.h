@@ -167,6 +167,12 @@ class FEEDLINE_EXPORT SampleOp {
   // Bytes this op may hold between samples (read-ahead buffers). The loader
   // takes them out of its memory budget before sizing the batch ring.
   virtual uint64_t ReservedBytes() const { return 0; }
+  // Fingerprints saved in resume states (Loader::SaveState), so that a state
+  // is refused on another dataset or another recipe. A source op digests
+  // what it reads (sample keys, sizes, labels, classes); a transform op its
+  // parameters. 0: nothing to check (the default).
+  virtual uint64_t DataFingerprint() const { return 0; }
+  virtual uint64_t ConfigFingerprint() const { return 0; }
   // True if the op charges per-sample scratch (Sample::ChargeScratch): the
   // loader then carves its large-sample allowance out of the budget.
   virtual bool ChargesScratch() const { return false; }

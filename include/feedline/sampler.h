@@ -48,6 +48,10 @@ struct FEEDLINE_EXPORT SamplerOptions {
   uint32_t rank = 0;        // in [0, world_size)
   uint32_t world_size = 1;  // > 0
   bool drop_last = false;
+  // Saved in states and compared on restore (0: not checked). The loader
+  // fills them from the pipeline's ops (SampleOp::DataFingerprint).
+  uint64_t data_fingerprint = 0;
+  uint64_t config_fingerprint = 0;
 };
 
 // One rank's stream for one epoch.
@@ -93,9 +97,9 @@ class FEEDLINE_EXPORT Sampler {
 
   // Decodes a blob made by SaveState. Errors: DataLoss for a truncated or
   // corrupt blob; InvalidArgument for a wrong magic or unknown version, or
-  // when the blob's seed, num_samples, shuffle, drop_last, batch_size or
-  // world_size differ from this sampler's (message names the field and both
-  // values). With `elastic`, a different world_size is accepted when the
+  // when the blob's data or config fingerprint, seed, num_samples, shuffle,
+  // drop_last, batch_size or world_size differ from this sampler's (message
+  // names the field and both values). With `elastic`, a different world_size is accepted when the
   // global batch size is the same; the position then means the same global
   // batch.
   Result<SamplerPosition> RestoreState(std::string_view blob, bool elastic = false) const;

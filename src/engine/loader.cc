@@ -5,12 +5,15 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
 #include "src/core/check.h"
 #include "src/core/clock.h"
 #include "src/core/cpu.h"
+#include "src/core/detail/fingerprint.h"
 #include "src/core/mutex.h"
 #include "src/engine/detail/batch_data.h"
 #include "src/engine/detail/sample_runner.h"
@@ -99,6 +102,7 @@ class LoaderCore final : public detail::BufferHome,
   const uint32_t num_threads_;  // started
   const uint32_t max_buffers_;
   const int64_t start_ns_;
+  const pid_t creator_pid_ = ::getpid();
   std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
   std::atomic<bool> cancelled_{false};
   detail::ScratchGate scratch_gate_;
@@ -127,7 +131,8 @@ class LoaderCore final : public detail::BufferHome,
   bool InstallNextPlan(std::shared_ptr<const EpochPlan> plan, uint64_t generation) REQUIRES(mu_);
   void InstallPlan() REQUIRES(mu_);
   void DrainAndClear(MutexLock* lock) REQUIRES(mu_);
-  Status DeliverSlot(Slot slot, Batch* batch) REQUIRES(mu_);
+  // Sets *empty (and delivers nothing) when every sample was skipped.
+  Status DeliverSlot(Slot slot, Batch* batch, bool* empty) REQUIRES(mu_);
   Status CheckStalls() REQUIRES(mu_);
   bool ConsumerHoldsAllBuffers() const REQUIRES(mu_);
   Status ConsumerHoldsAllBuffersError() const REQUIRES(mu_);
@@ -416,83 +421,89 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
   if (timed_out != nullptr) *timed_out = false;
   MutexLock l(&mu_);
   ++next_calls_;
-  // A stream error (which may itself have cancelled the workers) wins over
-  // the plain Cancelled.
-  if (!stopped_.ok()) return stopped_;
-  if (cancelled_.load(std::memory_order_relaxed)) return CancelledError("loader was cancelled");
-  if (deliver_batch_ >= plan_->num_batches) {
-    // End of epoch: say so once, then let the workers start the next one.
-    *end_of_epoch = true;
-    ++epoch_;
-    deliver_batch_ = 0;
-    if (claim_plan_ != nullptr && claim_plan_->epoch == epoch_) {
-      plan_ = claim_plan_;  // the workers are already on it
-      return Status::OK();
-    }
-    InstallPlan();
-    l.Unlock();
-    NotifyPlan();
-    return Status::OK();
-  }
-
-  const int64_t t0 = NowNs();
+  // A batch whose every sample was skipped is never delivered: the loop
+  // goes on to the next one (RELIABILITY.md 38).
   while (true) {
-    if (!stopped_.ok()) break;
-    if (cancelled_.load(std::memory_order_relaxed)) {
-      consumer_wait_ns_ += NowNs() - t0;
-      return CancelledError("loader was cancelled");
-    }
-    if (!inflight_.empty() && inflight_.front().remaining == 0) break;
-    if (ConsumerHoldsAllBuffers()) {
-      if (par_.ring_auto && ring_limit_ < max_buffers_ &&
-          ChargedBytes() + layout_->total_bytes <= options_.max_bytes) {
-        // An auto ring grows for a consumer that keeps batches, within the budget.
-        ++ring_limit_;
-        Log("ring " + std::to_string(ring_limit_ - 1) + " -> " + std::to_string(ring_limit_) +
-            ": the consumer holds every buffer");
-        work_cv_.SignalAll();
-        continue;
-      }
-      consumer_wait_ns_ += NowNs() - t0;
-      return ConsumerHoldsAllBuffersError();
-    }
-    int64_t wait_ns = -1;  // forever
-    if (options_.stall_timeout_ms != 0) {
-      wait_ns = std::min<int64_t>(kStallPollNs, static_cast<int64_t>(options_.stall_timeout_ms) * 1'000'000);
-    }
-    if (deadline_ns != 0) {
-      const int64_t left = deadline_ns - NowNs();
-      if (left <= 0) {
-        consumer_wait_ns_ += NowNs() - t0;
-        *timed_out = true;
+    // A stream error (which may itself have cancelled the workers) wins over
+    // the plain Cancelled.
+    if (!stopped_.ok()) return stopped_;
+    if (cancelled_.load(std::memory_order_relaxed)) return CancelledError("loader was cancelled");
+    if (deliver_batch_ >= plan_->num_batches) {
+      // End of epoch: say so once, then let the workers start the next one.
+      *end_of_epoch = true;
+      ++epoch_;
+      deliver_batch_ = 0;
+      if (claim_plan_ != nullptr && claim_plan_->epoch == epoch_) {
+        plan_ = claim_plan_;  // the workers are already on it
         return Status::OK();
       }
-      wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
+      InstallPlan();
+      l.Unlock();
+      NotifyPlan();
+      return Status::OK();
     }
-    if (wait_ns < 0) {
-      ready_cv_.Wait(&l);
-    } else {
-      ready_cv_.WaitFor(&l, std::chrono::nanoseconds(wait_ns));
-    }
-    if (options_.stall_timeout_ms != 0) {
-      Status stall = CheckStalls();
-      if (!stall.ok()) {
-        Stop(std::move(stall));
-        cancelled_.store(true);  // ask the stalled op to give up, if it polls
+
+    const int64_t t0 = NowNs();
+    while (true) {
+      if (!stopped_.ok()) break;
+      if (cancelled_.load(std::memory_order_relaxed)) {
+        consumer_wait_ns_ += NowNs() - t0;
+        return CancelledError("loader was cancelled");
+      }
+      if (!inflight_.empty() && inflight_.front().remaining == 0) break;
+      if (ConsumerHoldsAllBuffers()) {
+        if (par_.ring_auto && ring_limit_ < max_buffers_ &&
+            ChargedBytes() + layout_->total_bytes <= options_.max_bytes) {
+          // An auto ring grows for a consumer that keeps batches, within the budget.
+          ++ring_limit_;
+          Log("ring " + std::to_string(ring_limit_ - 1) + " -> " + std::to_string(ring_limit_) +
+              ": the consumer holds every buffer");
+          work_cv_.SignalAll();
+          continue;
+        }
+        consumer_wait_ns_ += NowNs() - t0;
+        return ConsumerHoldsAllBuffersError();
+      }
+      int64_t wait_ns = -1;  // forever
+      if (options_.stall_timeout_ms != 0) {
+        wait_ns = std::min<int64_t>(kStallPollNs, static_cast<int64_t>(options_.stall_timeout_ms) * 1'000'000);
+      }
+      if (deadline_ns != 0) {
+        const int64_t left = deadline_ns - NowNs();
+        if (left <= 0) {
+          consumer_wait_ns_ += NowNs() - t0;
+          *timed_out = true;
+          return Status::OK();
+        }
+        wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
+      }
+      if (wait_ns < 0) {
+        ready_cv_.Wait(&l);
+      } else {
+        ready_cv_.WaitFor(&l, std::chrono::nanoseconds(wait_ns));
+      }
+      if (options_.stall_timeout_ms != 0) {
+        Status stall = CheckStalls();
+        if (!stall.ok()) {
+          Stop(std::move(stall));
+          cancelled_.store(true);  // ask the stalled op to give up, if it polls
+        }
       }
     }
-  }
-  consumer_wait_ns_ += NowNs() - t0;
-  if (!stopped_.ok()) return stopped_;
+    consumer_wait_ns_ += NowNs() - t0;
+    if (!stopped_.ok()) return stopped_;
 
-  Slot slot = std::move(inflight_.front());
-  inflight_.pop_front();
-  FEEDLINE_CHECK(slot.epoch == epoch_ && slot.batch == deliver_batch_);
-  ++deliver_batch_;
-  return DeliverSlot(std::move(slot), batch);
+    Slot slot = std::move(inflight_.front());
+    inflight_.pop_front();
+    FEEDLINE_CHECK(slot.epoch == epoch_ && slot.batch == deliver_batch_);
+    ++deliver_batch_;
+    bool empty = false;
+    Status st = DeliverSlot(std::move(slot), batch, &empty);
+    if (!st.ok() || !empty) return st;
+  }
 }
 
-Status LoaderCore::DeliverSlot(Slot slot, Batch* batch) {
+Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
   const uint64_t begin = plan_->BatchBegin(slot.batch), end = plan_->BatchEnd(slot.batch);
   const uint64_t count = end - begin;
   std::vector<bool> dropped(count, false);
@@ -550,6 +561,13 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch) {
     if (begin + i >= plan_->first_padding) ++data->num_padding;
     ++kept;
   }
+  if (kept == 0 && count > 0) {
+    ++errors_.empty_batches;
+    if (slot.buffer) free_buffers_.push_back(std::move(slot.buffer));
+    work_cv_.SignalAll();
+    *empty = true;
+    return Status::OK();
+  }
 
   data->home = shared_from_this();
   data->buffer = std::move(slot.buffer);
@@ -563,6 +581,13 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch) {
 }
 
 void LoaderCore::Return(std::unique_ptr<Buffer> buffer) {
+  if (::getpid() != creator_pid_) {
+    // A batch released in a forked child: the ring's lock may have been
+    // held by a parent thread at the fork. The child's copy is never
+    // produced into again; let the memory go with the process.
+    (void)buffer.release();
+    return;
+  }
   MutexLock l(&mu_);
   --buffers_out_;
   if (closed_.load(std::memory_order_relaxed)) {
@@ -877,9 +902,43 @@ void LoaderCore::TunerLoop() {
 
 class Loader::Impl {
  public:
+  // Rejects a second consumer call while one runs, and any call from a
+  // forked child (RELIABILITY.md 37). Not a lock: the misuse is an error,
+  // never a wait.
+  class ConsumerScope {
+   public:
+    ConsumerScope(Impl* impl, const char* what) : impl_(impl) {
+      if (::getpid() != impl->core->creator_pid_) {
+        status_ = FailedPreconditionError(
+            std::string("Loader::") + what + " in a forked child: this loader belongs to process " +
+            std::to_string(impl->core->creator_pid_) +
+            " and its worker threads do not exist here; create a new loader in the child");
+        return;
+      }
+      if (impl->consumer_busy.exchange(true, std::memory_order_acquire)) {
+        status_ = FailedPreconditionError(
+            std::string("Loader::") + what +
+            " while another thread is inside Next/SetEpoch/RestoreState of the same loader: a loader "
+            "has one consumer; iterate it from one thread, or give each thread its own loader");
+        return;
+      }
+      owns_ = true;
+    }
+    ~ConsumerScope() {
+      if (owns_) impl_->consumer_busy.store(false, std::memory_order_release);
+    }
+    const Status& status() const { return status_; }
+
+   private:
+    Impl* impl_;
+    Status status_;
+    bool owns_ = false;
+  };
+
   std::shared_ptr<LoaderCore> core;
   std::vector<std::thread> threads;
   std::thread tuner;
+  std::atomic<bool> consumer_busy{false};
 };
 
 Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions options) {
@@ -901,6 +960,22 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   so.rank = options.rank;
   so.world_size = options.world_size;
   so.drop_last = options.drop_last;
+  {
+    core::detail::Fingerprint data, config;
+    bool any_data = false, any_config = false;
+    for (const auto& op : pipeline.ops) {
+      if (const uint64_t d = op->DataFingerprint(); d != 0) {
+        data.Add(d);
+        any_data = true;
+      }
+      if (const uint64_t c = op->ConfigFingerprint(); c != 0) {
+        config.Add(c);
+        any_config = true;
+      }
+    }
+    so.data_fingerprint = any_data ? data.value() : 0;
+    so.config_fingerprint = any_config ? config.value() : 0;
+  }
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
 
   Parallelism par;
@@ -988,6 +1063,13 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() {
+  if (::getpid() != impl_->core->creator_pid_) {
+    // A forked child's copy: the threads to join and whoever held the locks
+    // at the fork exist only in the parent. Leak it rather than join
+    // threads that are not there or touch a lock that may be held forever.
+    (void)impl_.release();
+    return;
+  }
   impl_->core->Cancel();
   for (std::thread& t : impl_->threads) t.join();
   if (impl_->tuner.joinable()) impl_->tuner.join();
@@ -999,21 +1081,32 @@ Loader::~Loader() {
 }
 
 Status Loader::Next(Batch* batch, bool* end_of_epoch) {
+  Impl::ConsumerScope scope(impl_.get(), "Next");
+  FEEDLINE_RETURN_IF_ERROR(scope.status());
   return impl_->core->Next(batch, end_of_epoch, 0, nullptr);
 }
 
 Status Loader::NextFor(Batch* batch, bool* end_of_epoch, std::chrono::nanoseconds timeout,
                        bool* timed_out) {
+  Impl::ConsumerScope scope(impl_.get(), "NextFor");
+  FEEDLINE_RETURN_IF_ERROR(scope.status());
   // At least 1 ns, so that 0 never means "forever" here.
   const int64_t deadline = NowNs() + std::max<int64_t>(1, timeout.count());
   return impl_->core->Next(batch, end_of_epoch, deadline, timed_out);
 }
 
-void Loader::SetEpoch(uint64_t epoch) { impl_->core->Reset(epoch, 0); }
+Status Loader::SetEpoch(uint64_t epoch) {
+  Impl::ConsumerScope scope(impl_.get(), "SetEpoch");
+  FEEDLINE_RETURN_IF_ERROR(scope.status());
+  impl_->core->Reset(epoch, 0);
+  return Status::OK();
+}
 
 std::string Loader::SaveState() const { return impl_->core->SaveState(); }
 
 Status Loader::RestoreState(std::string_view state) {
+  Impl::ConsumerScope scope(impl_.get(), "RestoreState");
+  FEEDLINE_RETURN_IF_ERROR(scope.status());
   FEEDLINE_ASSIGN_OR_RETURN(SamplerPosition pos,
                             impl_->core->sampler_.RestoreState(state, impl_->core->options_.elastic));
   impl_->core->Reset(pos.epoch, pos.batch);

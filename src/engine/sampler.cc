@@ -1,5 +1,7 @@
 #include "feedline/sampler.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -22,13 +24,17 @@ using core::detail::PutFixed64;
 constexpr uint64_t kShuffleStreamId = ~uint64_t{0};
 constexpr uint32_t kShuffleStreamOp = ~uint32_t{0};
 
-// State blob layout (little-endian), version 1, 64 bytes:
+// State blob layout (little-endian), version 2, 80 bytes:
 //   0 magic "FLSS" | 4 u16 version | 6 u16 flags (bit0 shuffle, bit1 drop_last)
 //   8 seed | 16 num_samples | 24 batch_size | 32 world_size | 40 epoch
-//   48 next batch | 56 FNV-1a-64 of bytes [0, 56)
+//   48 next batch | 56 data fingerprint | 64 config fingerprint
+//   72 FNV-1a-64 of bytes [0, 72)
+// Version 1 (64 bytes: no fingerprints, the checksum at 56) is still read;
+// its dataset cannot be checked beyond num_samples.
 constexpr char kStateMagic[4] = {'F', 'L', 'S', 'S'};
-constexpr uint16_t kStateVersion = 1;
-constexpr size_t kStateSize = 64;
+constexpr uint16_t kStateVersion = 2;
+constexpr size_t kStateSize = 80;
+constexpr size_t kStateSizeV1 = 64;
 constexpr uint16_t kFlagShuffle = 1, kFlagDropLast = 2;
 
 std::string Mismatch(std::string_view field, const std::string& in_state,
@@ -37,6 +43,11 @@ std::string Mismatch(std::string_view field, const std::string& in_state,
          " in the saved state but " + here + " here";
 }
 std::string Bool(bool b) { return b ? "true" : "false"; }
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 }  // namespace
 
@@ -116,6 +127,8 @@ std::string Sampler::SaveState(SamplerPosition pos) const {
   PutFixed64(&s, options_.world_size);
   PutFixed64(&s, pos.epoch);
   PutFixed64(&s, pos.batch);
+  PutFixed64(&s, options_.data_fingerprint);
+  PutFixed64(&s, options_.config_fingerprint);
   PutFixed64(&s, Fnv1a64(s.data(), s.size()));
   return s;
 }
@@ -130,16 +143,17 @@ Result<SamplerPosition> Sampler::RestoreState(std::string_view blob, bool elasti
     return InvalidArgumentError("not a feedline sampler state (bad magic)");
   }
   const uint16_t version = DecodeFixed16(p + 4);
-  if (version != kStateVersion) {
+  if (version != kStateVersion && version != 1) {
     return InvalidArgumentError("sampler state version " + std::to_string(version) +
-                                " is not supported (this build reads version " +
+                                " is not supported (this build reads versions 1 and " +
                                 std::to_string(kStateVersion) + ")");
   }
-  if (blob.size() != kStateSize) {
+  const size_t size = version == 1 ? kStateSizeV1 : kStateSize;
+  if (blob.size() != size) {
     return DataLossError("sampler state has " + std::to_string(blob.size()) +
-                         " bytes, expected " + std::to_string(kStateSize));
+                         " bytes, expected " + std::to_string(size));
   }
-  if (DecodeFixed64(p + 56) != Fnv1a64(p, 56)) {
+  if (DecodeFixed64(p + size - 8) != Fnv1a64(p, size - 8)) {
     return DataLossError("sampler state checksum mismatch (corrupt state)");
   }
   const uint16_t flags = DecodeFixed16(p + 6);
@@ -148,6 +162,19 @@ Result<SamplerPosition> Sampler::RestoreState(std::string_view blob, bool elasti
   SamplerPosition pos{DecodeFixed64(p + 40), DecodeFixed64(p + 48)};
 
   const SamplerOptions& o = options_;
+  if (version >= 2) {
+    // 0 on either side: nothing to compare (a pipeline whose ops give none).
+    const uint64_t data = DecodeFixed64(p + 56), config = DecodeFixed64(p + 64);
+    if (data != 0 && o.data_fingerprint != 0 && data != o.data_fingerprint) {
+      return InvalidArgumentError(Mismatch("the dataset fingerprint (sample keys, sizes, labels)", Hex(data),
+                                           Hex(o.data_fingerprint)) +
+                                  ": the state was saved on another dataset");
+    }
+    if (config != 0 && o.config_fingerprint != 0 && config != o.config_fingerprint) {
+      return InvalidArgumentError(Mismatch("the transform fingerprint", Hex(config), Hex(o.config_fingerprint)) +
+                                  ": the state was saved with another transform");
+    }
+  }
   if (seed != o.seed) return InvalidArgumentError(Mismatch("seed", std::to_string(seed), std::to_string(o.seed)));
   if (num_samples != o.num_samples) {
     return InvalidArgumentError(Mismatch("num_samples", std::to_string(num_samples),

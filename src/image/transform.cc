@@ -5,6 +5,7 @@
 #include <string>
 
 #include "feedline/image.h"
+#include "src/core/detail/fingerprint.h"
 #include "src/image/decode_internal.h"
 #include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
@@ -238,6 +239,16 @@ class ImageOp final : public SampleOp {
   std::string_view name() const override { return "decode_transform"; }
   std::unique_ptr<OpState> NewState() const override { return std::make_unique<ImageState>(); }
   bool ChargesScratch() const override { return true; }
+  // Every parameter that changes a sample's pixels or random choices.
+  uint64_t ConfigFingerprint() const override {
+    core::detail::Fingerprint fp;
+    fp.Add(std::string_view("image")).Add(uint64_t(t_.crop)).Add(uint64_t{t_.height}).Add(uint64_t{t_.width});
+    fp.Add(t_.scale[0]).Add(t_.scale[1]).Add(t_.ratio[0]).Add(t_.ratio[1]).Add(uint64_t{t_.resize_size});
+    fp.Add(t_.hflip_prob).Add(uint64_t(t_.interpolation)).Add(uint64_t{t_.normalize});
+    for (int c = 0; c < 3; ++c) fp.Add(double{t_.mean[c]}).Add(double{t_.std[c]});
+    fp.Add(uint64_t(t_.dtype)).Add(uint64_t(t_.layout)).Add(uint64_t{t_.dct_scaling});
+    return fp.value();
+  }
   Status Apply(Sample& sample, OpState* state) const override {
     if (field_ >= sample.num_outputs()) {
       return InvalidArgumentError("image op writes field " + std::to_string(field_) +

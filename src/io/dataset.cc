@@ -7,6 +7,7 @@
 
 #include "feedline/file.h"
 #include "feedline/image_folder.h"
+#include "src/core/detail/fingerprint.h"
 #include "src/io/read_ahead.h"
 
 namespace feedline {
@@ -164,6 +165,15 @@ class ShardReadOp final : public SampleOp {
     }
   }
   std::string_view name() const override { return "read"; }
+  // Over the manifest: classes and each shard's name, records, bytes and
+  // whole-file CRC (which covers every record's key and payload).
+  uint64_t DataFingerprint() const override {
+    core::detail::Fingerprint fp;
+    fp.Add(std::string_view("shards"));
+    for (const std::string& c : ds_->manifest().classes) fp.Add(c);
+    for (const ShardInfo& s : ds_->manifest().shards) fp.Add(s.name).Add(s.records).Add(s.bytes).Add(uint64_t{s.crc32c});
+    return fp.value();
+  }
   void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const override {
     if (read_ahead_) read_ahead_->SetPlan(std::move(plan), first);
   }

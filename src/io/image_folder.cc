@@ -1,6 +1,7 @@
 #include "feedline/image_folder.h"
 
 #include "feedline/file.h"
+#include "src/core/detail/fingerprint.h"
 
 #include <algorithm>
 #include <cstring>
@@ -35,10 +36,21 @@ Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
   return file->Read(0, out->size(), out->data());
 }
 
+// Over the classes and every sample's relative path and label, in order.
+uint64_t FolderFingerprint(const ImageFolder& f) {
+  core::detail::Fingerprint fp;
+  fp.Add(std::string_view("folder"));
+  for (const std::string& c : f.classes) fp.Add(c);
+  for (size_t i = 0; i < f.files.size(); ++i) fp.Add(f.files[i]).Add(static_cast<uint64_t>(f.labels[i]));
+  return fp.value();
+}
+
 class ReadFileOp final : public SampleOp {
  public:
-  explicit ReadFileOp(std::shared_ptr<const ImageFolder> folder) : folder_(std::move(folder)) {}
+  explicit ReadFileOp(std::shared_ptr<const ImageFolder> folder)
+      : folder_(std::move(folder)), fingerprint_(FolderFingerprint(*folder_)) {}
   std::string_view name() const override { return "read"; }
+  uint64_t DataFingerprint() const override { return fingerprint_; }
   Status Apply(Sample& s, OpState* /*state*/) const override {
     const std::string& rel = folder_->files[s.id()];
     const std::string path = folder_->root + "/" + rel;
@@ -52,6 +64,7 @@ class ReadFileOp final : public SampleOp {
 
  private:
   std::shared_ptr<const ImageFolder> folder_;
+  const uint64_t fingerprint_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "feedline/webdataset.h"
 
 #include "feedline/file.h"
+#include "src/core/detail/fingerprint.h"
 
 namespace feedline {
 namespace {
@@ -204,8 +205,17 @@ namespace {
 
 class TarReadOp final : public SampleOp {
  public:
-  explicit TarReadOp(std::shared_ptr<const TarDataset> ds) : ds_(std::move(ds)) {}
+  explicit TarReadOp(std::shared_ptr<const TarDataset> ds) : ds_(std::move(ds)) {
+    core::detail::Fingerprint fp;
+    fp.Add(std::string_view("tar"));
+    for (uint64_t i = 0; i < ds_->num_samples(); ++i) {
+      const TarSample& t = ds_->sample(i);
+      fp.Add(t.key).Add(t.size).Add(static_cast<uint64_t>(t.label));
+    }
+    fingerprint_ = fp.value();
+  }
   std::string_view name() const override { return "read"; }
+  uint64_t DataFingerprint() const override { return fingerprint_; }
   Status Apply(Sample& s, OpState* /*state*/) const override {
     const TarSample& t = ds_->sample(s.id());
     s.location().file = ds_->paths()[t.tar];
@@ -220,6 +230,7 @@ class TarReadOp final : public SampleOp {
 
  private:
   std::shared_ptr<const TarDataset> ds_;
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace

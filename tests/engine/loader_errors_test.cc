@@ -133,12 +133,28 @@ TEST(LoaderErrorsTest, ErrorLogIsBoundedAndCountsWhatItDropped) {
   EXPECT_GE(m.ops[0].errors, 50u);
 }
 
-TEST(LoaderErrorsTest, ABatchWhoseSamplesAllFailIsDeliveredEmpty) {
-  auto loader = MustCreate(MakeTestPipeline({.num_samples = 8, .fail_ids = {4, 5, 6, 7}}),
-                           Options(2, ErrorPolicy::kSkip, 10));
-  std::vector<BatchCopy> batches = testing::DrainEpoch(*loader);
-  ASSERT_EQ(batches.size(), 2u);
-  EXPECT_TRUE(batches[1].ids.empty());
+// RELIABILITY.md 38: an empty batch would reach the loop as a NaN loss.
+TEST(LoaderErrorsTest, ABatchWhoseSamplesAllFailIsNeverDelivered) {
+  for (uint32_t threads : {1u, 3u}) {
+    SCOPED_TRACE(threads);
+    // Batches of 4 over 16 samples: the first and the third fail whole.
+    auto loader = MustCreate(
+        MakeTestPipeline({.num_samples = 16, .fail_ids = {0, 1, 2, 3, 8, 9, 10, 11, 13}}),
+        Options(threads, ErrorPolicy::kSkip, 100));
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      std::vector<BatchCopy> batches = testing::DrainEpoch(*loader);
+      ASSERT_EQ(batches.size(), 2u);
+      EXPECT_EQ(batches[0].ids, (std::vector<uint64_t>{4, 5, 6, 7}));
+      EXPECT_EQ(batches[1].ids, (std::vector<uint64_t>{12, 14, 15}));
+    }
+    const MetricsSnapshot m = loader->Metrics();
+    EXPECT_EQ(m.errors.empty_batches, 4u);
+    EXPECT_EQ(m.errors.skipped, 18u);
+  }
+  // A last batch that fails whole: the epoch simply ends.
+  auto tail = MustCreate(MakeTestPipeline({.num_samples = 8, .fail_ids = {4, 5, 6, 7}}),
+                         Options(2, ErrorPolicy::kSkip, 10));
+  EXPECT_EQ(testing::DrainEpoch(*tail).size(), 1u);
 }
 
 class FailingAllocator final : public BufferAllocator {

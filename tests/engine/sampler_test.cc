@@ -152,7 +152,7 @@ TEST(SamplerTest, GlobalBatchesDoNotDependOnWorldSize) {
 TEST(SamplerStateTest, RoundTripsThePosition) {
   Sampler s = Make(100, 8, 1, 2, true, false);
   std::string blob = s.SaveState({3, 5});
-  EXPECT_EQ(blob.size(), 64u);
+  EXPECT_EQ(blob.size(), 80u);
   Result<SamplerPosition> pos = s.RestoreState(blob);
   ASSERT_TRUE(pos.ok()) << pos.status();
   EXPECT_EQ(*pos, (SamplerPosition{3, 5}));
@@ -190,9 +190,9 @@ TEST(SamplerStateTest, CorruptTruncatedOrForeignBlobsGiveClearErrors) {
   EXPECT_EQ(s.RestoreState(blob + "x").status().code(), StatusCode::kDataLoss);
   EXPECT_NE(s.RestoreState("not a state blob at all").status().message().find("magic"),
             std::string::npos);
-  std::string v2 = blob;
-  v2[4] = 2;
-  EXPECT_NE(s.RestoreState(v2).status().message().find("version 2 is not supported"),
+  std::string v9 = blob;
+  v9[4] = 9;
+  EXPECT_NE(s.RestoreState(v9).status().message().find("version 9 is not supported"),
             std::string::npos);
   // Every single-bit flip is caught.
   for (size_t bit = 0; bit < blob.size() * 8; ++bit) {
@@ -200,6 +200,52 @@ TEST(SamplerStateTest, CorruptTruncatedOrForeignBlobsGiveClearErrors) {
     bad[bit / 8] = static_cast<char>(bad[bit / 8] ^ (1 << (bit % 8)));
     EXPECT_FALSE(s.RestoreState(bad).ok()) << "bit " << bit;
   }
+}
+
+// RELIABILITY.md 27 and issue 12: a state saved on another dataset of the
+// same size, or with another transform, is refused.
+TEST(SamplerStateTest, RefusesAStateFromAnotherDatasetOrTransformOfTheSameSize) {
+  SamplerOptions o;
+  o.num_samples = 100;
+  o.batch_size = 8;
+  o.data_fingerprint = 0x1111;
+  o.config_fingerprint = 0x2222;
+  const std::string blob = Sampler::Create(o)->SaveState({0, 3});
+  EXPECT_TRUE(Sampler::Create(o)->RestoreState(blob).ok());
+  SamplerOptions other_data = o;
+  other_data.data_fingerprint = 0x3333;
+  ExpectRefused(*Sampler::Create(other_data), blob, "dataset fingerprint", "0x0000000000001111",
+                "0x0000000000003333");
+  SamplerOptions other_config = o;
+  other_config.config_fingerprint = 0x4444;
+  ExpectRefused(*Sampler::Create(other_config), blob, "transform fingerprint", "0x0000000000002222",
+                "0x0000000000004444");
+  // 0 means "not known": nothing to compare.
+  SamplerOptions unknown = o;
+  unknown.data_fingerprint = unknown.config_fingerprint = 0;
+  EXPECT_TRUE(Sampler::Create(unknown)->RestoreState(blob).ok());
+}
+
+// A version-1 state (64 bytes, no fingerprints) from an earlier release is
+// still read.
+TEST(SamplerStateTest, ReadsVersionOneStates) {
+  std::string v1 = "FLSS";
+  auto put = [&v1](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) v1.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  put(1, 2);                          // version
+  put(1, 2);                          // flags: shuffle
+  for (uint64_t v : {uint64_t{7}, uint64_t{100}, uint64_t{8}, uint64_t{1}, uint64_t{2}, uint64_t{5}}) put(v, 8);
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a-64 of the 56 bytes so far
+  for (char c : v1) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001B3ull;
+  }
+  put(h, 8);
+  ASSERT_EQ(v1.size(), 64u);
+  Result<SamplerPosition> pos = Make(100, 8, 0, 1, true, false, 7).RestoreState(v1);
+  ASSERT_TRUE(pos.ok()) << pos.status();
+  EXPECT_EQ(*pos, (SamplerPosition{2, 5}));
 }
 
 TEST(SamplerStateTest, ElasticRestoreKeepsGlobalBatchAcrossWorldSizes) {
