@@ -246,7 +246,7 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
                                                          const ImageFolderOptions& options) {
   struct stat root_st {};
   if (::stat(root.c_str(), &root_st) != 0) {
-    return NotFoundError("image folder '" + root + "': " + ErrnoMessage(errno));
+    return NotFoundError("image folder '" + root + "' is not a directory: " + ErrnoMessage(errno));
   }
   if (!S_ISDIR(root_st.st_mode)) return NotFoundError("image folder '" + root + "' is not a directory");
   std::vector<Listed> listed;
