@@ -1,7 +1,13 @@
 // Plain image folders in torchvision's ImageFolder layout, read as they are:
-//   root/<class name>/<any path>/<file>.{jpg,jpeg,png}
-// Class names sorted give labels 0..C-1 (as torchvision does); files are
-// sorted, so sample i is the same file on every machine.
+//   root/<class name>/<any path>/<file>.<torchvision image extension>
+// The listing is torchvision's, exactly: `classes` equals
+// ImageFolder(root).classes and `Path(i)`/`labels[i]` equal
+// ImageFolder(root).samples[i], in the same order (see Open).
+//
+// Names are bytes: a file or class name need not be UTF-8, and nothing here
+// decodes it. Sorting compares names as Python compares os.fsdecode()'d str
+// (code points, undecodable bytes as U+DC80..U+DCFF), so the order matches
+// torchvision's even for names that are not UTF-8.
 //
 // Thread safety: an ImageFolder is immutable after Open; the read op is a
 // SampleOp (safe for concurrent use).
@@ -11,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "feedline/export.h"
@@ -20,15 +27,54 @@
 
 namespace feedline {
 
+struct FEEDLINE_EXPORT ImageFolderOptions {
+  // Skips directories whose name starts with '.' (`.ipynb_checkpoints`,
+  // `.git`), both as classes at the root and inside class folders.
+  // torchvision has no such option: off by default for exact parity.
+  bool skip_hidden_dirs = false;
+};
+
+// torchvision.datasets.folder.IMG_EXTENSIONS, compared case-insensitively
+// against the end of the file name (".JPG" counts; so does a file named
+// ".png").
+FEEDLINE_EXPORT bool HasImageExtension(std::string_view file_name);
+
 struct FEEDLINE_EXPORT ImageFolder {
   std::string root;
   std::vector<std::string> classes;  // sorted; index = label
-  std::vector<std::string> files;    // relative to root, sorted
+  std::vector<std::string> files;    // relative to root ("<class>/<sub>/<name>")
   std::vector<int64_t> labels;       // per file
 
-  // Errors: NotFound if root is missing; InvalidArgument if it holds no class
-  // folder or no image file.
-  static Result<std::shared_ptr<const ImageFolder>> Open(const std::string& root);
+  // The path torchvision lists for sample i: os.path.join(root, files[i]).
+  std::string Path(size_t i) const;
+
+  // Lists the tree as torchvision's find_classes + make_dataset do:
+  //  - classes: the entries of root that are directories, following
+  //    symlinks, sorted;
+  //  - samples: per class in order, every directory of
+  //    os.walk(class_dir, followlinks=True) sorted by its path, then its
+  //    non-directory entries sorted by name, kept when HasImageExtension.
+  //    A symlink to a file is listed under its own name; a symlink to a
+  //    directory is walked. An entry whose target cannot be stat'ed (a
+  //    dangling link) counts as a file, as in os.walk: with an image name
+  //    it is listed, and reading it is a sample error naming its path.
+  //  - a symlinked directory that leads back to one of its own ancestors
+  //    (same device and inode: a loop) is not entered; its files are
+  //    listed once, under the ancestor. Python's os.walk would instead
+  //    descend until the kernel's ELOOP (listing each file ~40 times), so
+  //    this is the one documented difference from torchvision.
+  // Errors (each names the directory or file):
+  //  - NotFound: root missing or not a directory; root holds no class
+  //    directory; a class directory holds no image file (torchvision's
+  //    "Found no valid file for the classes ..."; the message points at
+  //    skip_hidden_dirs when that class is a hidden directory);
+  //  - InvalidArgument: a FIFO, socket or device with an image name (it
+  //    would block or never end when read);
+  //  - Unavailable: a directory that cannot be listed or an entry of root
+  //    that cannot be stat'ed (permissions, I/O errors, ELOOP), where
+  //    torchvision would raise or silently skip.
+  static Result<std::shared_ptr<const ImageFolder>> Open(const std::string& root,
+                                                         const ImageFolderOptions& options = {});
 };
 
 // Reads sample i's file into the sample's bytes; sets label, file and key.

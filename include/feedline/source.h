@@ -12,6 +12,7 @@
 
 #include "feedline/export.h"
 #include "feedline/file.h"
+#include "feedline/image_folder.h"
 #include "feedline/sample.h"
 #include "feedline/status.h"
 
@@ -23,6 +24,7 @@ struct FEEDLINE_EXPORT Source {
   std::shared_ptr<const SampleOp> read_op;  // fills bytes, label, location
   uint64_t num_samples = 0;
   std::vector<std::string> classes;  // empty when the source has none (tars)
+  std::shared_ptr<const ImageFolder> folder;  // the listing, for kImageFolder only
 };
 
 FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder"
@@ -34,6 +36,7 @@ struct FEEDLINE_EXPORT SourceOptions {
   // reads ahead there).
   uint64_t read_ahead_bytes = ~uint64_t{0};
   uint32_t read_ahead_threads = 8;
+  ImageFolderOptions folder;  // for image folder trees
 };
 
 // Errors are those of the underlying opener, naming the file.

@@ -1,7 +1,10 @@
 // Binds Loader, LoaderOptions, ImageTransform and the recipes. Type
 // conversion only: batches become numpy arrays that view the batch buffer
 // (zero copy) and keep it alive through their base object; every call that
-// blocks or computes releases the GIL.
+// blocks or computes releases the GIL. Every string bound for Python goes
+// through PyText (messages) or PyFsName (file and class names), never
+// pybind11's strict UTF-8 conversion: a name that is not UTF-8 must not turn
+// an error into a UnicodeDecodeError or break stats().
 #include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -50,8 +53,8 @@ py::dict BatchDict(const Batch& b) {
   py::list fields, names, dtypes;
   for (size_t i = 0; i < b.num_fields(); ++i) {
     fields.append(FieldArray(b, i));
-    names.append(b.field(i).name);
-    dtypes.append(std::string(DTypeName(b.field(i).dtype)));
+    names.append(PyText(b.field(i).name));
+    dtypes.append(PyText(DTypeName(b.field(i).dtype)));
   }
   d["fields"] = fields;
   d["names"] = names;
@@ -63,7 +66,7 @@ py::dict BatchDict(const Batch& b) {
   // For pinning: the address and size of the whole recycled buffer.
   d["buffer"] = py::make_tuple(reinterpret_cast<uintptr_t>(b.buffer().data()), b.buffer().size());
   py::list skipped;
-  for (const SampleError& e : b.skipped()) skipped.append(e.ToString());
+  for (const SampleError& e : b.skipped()) skipped.append(PyText(e.ToString()));
   d["skipped"] = skipped;
   return d;
 }
@@ -74,7 +77,7 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   d["num_threads"] = m.num_threads;
   py::list ops;
   for (const OpMetrics& op : m.ops) {
-    ops.append(py::dict(py::arg("name") = op.name, py::arg("items") = op.items,
+    ops.append(py::dict(py::arg("name") = PyText(op.name), py::arg("items") = op.items,
                         py::arg("errors") = op.errors, py::arg("busy_s") = op.busy_ns / 1e9));
   }
   d["ops"] = ops;
@@ -117,12 +120,16 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   tuner["peak_charged_bytes"] = t.peak_charged_bytes;
   tuner["windows"] = t.windows;
   tuner["changes"] = t.changes;
-  tuner["log"] = t.log;
+  py::list tuner_log;
+  for (const std::string& line : t.log) tuner_log.append(PyText(line));
+  tuner["log"] = tuner_log;
   d["tuner"] = tuner;
   py::list log;
-  for (const SampleError& e : m.errors.log) log.append(e.ToString());
+  for (const SampleError& e : m.errors.log) log.append(PyText(e.ToString()));
+  py::dict by_reason;
+  for (const auto& [reason, n] : m.errors.by_reason) by_reason[PyText(reason)] = n;
   d["errors"] = py::dict(py::arg("total") = m.errors.total, py::arg("skipped") = m.errors.skipped,
-                         py::arg("by_reason") = m.errors.by_reason, py::arg("log") = log,
+                         py::arg("by_reason") = by_reason, py::arg("log") = log,
                          py::arg("log_dropped") = m.errors.log_dropped);
   return d;
 }
@@ -142,6 +149,7 @@ class PyLoader {
     }
     ThrowIfError(status_);
     classes_ = source.classes;
+    folder_ = source.folder;
     Pipeline pipeline = raw_max_bytes > 0
                             ? MakeRawPipeline(source.read_op, source.num_samples, raw_max_bytes)
                             : MakeImagePipeline(source.read_op, source.num_samples, transform);
@@ -189,7 +197,24 @@ class PyLoader {
   uint64_t NumBatches() { return Get().num_batches(); }
   uint64_t Epoch() { return Get().epoch(); }
   uint32_t NumThreads() { return Get().num_threads(); }
-  const std::vector<std::string>& Classes() const { return classes_; }
+  // Class names as os.fsdecode() gives them, so that they equal
+  // torchvision's class_to_idx keys even when not UTF-8 (a 'replace'
+  // decoding could merge two classes into one key).
+  py::list Classes() const {
+    py::list out;
+    for (const std::string& c : classes_) out.append(PyFsName(c));
+    return out;
+  }
+  // torchvision's ImageFolder.samples: [(path, label)] for a folder source,
+  // None for the others.
+  py::object Samples() const {
+    if (folder_ == nullptr) return py::none();
+    py::list out;
+    for (size_t i = 0; i < folder_->files.size(); ++i) {
+      out.append(py::make_tuple(PyFsName(folder_->Path(i)), folder_->labels[i]));
+    }
+    return out;
+  }
   void Cancel() { Get().Cancel(); }
   // Joins the worker threads (without the GIL: ops may take a while to
   // notice). Batches already handed out stay valid.
@@ -208,6 +233,7 @@ class PyLoader {
 
   Status status_;
   std::vector<std::string> classes_;
+  std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
   std::unique_ptr<Loader> loader_;
 };
 
@@ -260,7 +286,10 @@ void RegisterLoader(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("http", &SourceOptions::http)
       .def_readwrite("read_ahead_bytes", &SourceOptions::read_ahead_bytes)
-      .def_readwrite("read_ahead_threads", &SourceOptions::read_ahead_threads);
+      .def_readwrite("read_ahead_threads", &SourceOptions::read_ahead_threads)
+      .def_property(
+          "skip_hidden_dirs", [](const SourceOptions& o) { return o.folder.skip_hidden_dirs; },
+          [](SourceOptions& o, bool v) { o.folder.skip_hidden_dirs = v; });
 
   py::class_<LoaderOptions>(m, "LoaderOptions")
       .def(py::init<>())
@@ -297,7 +326,8 @@ void RegisterLoader(py::module_& m) {
       .def_property_readonly("num_batches", &PyLoader::NumBatches)
       .def_property_readonly("epoch", &PyLoader::Epoch)
       .def_property_readonly("num_threads", &PyLoader::NumThreads)
-      .def_property_readonly("classes", &PyLoader::Classes);
+      .def_property_readonly("classes", &PyLoader::Classes)
+      .def_property_readonly("samples", &PyLoader::Samples);
 }
 
 }  // namespace feedline::python

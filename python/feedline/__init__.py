@@ -19,10 +19,12 @@ any iterable) and says how starved it is, why, and what to change.
 """
 from . import _C
 from . import transforms
-from ._C import CancelledError, Error, ResourceError
+from ._C import (CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError,
+                 TimeoutError)
 from .loader import Batch, Loader, RecordLoader
 
-__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError"]
+__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
+           "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError"]
 
 
 def __getattr__(name):

@@ -94,6 +94,10 @@ class Loader:
             workers within this many bytes (taken out of max_bytes); None =
             64 MiB for URLs, 0 for local files (the page cache reads ahead).
         read_ahead_threads: fetches in flight at most.
+        skip_hidden_dirs: for image folders, leave out directories whose
+            name starts with "." (``.ipynb_checkpoints``, ``.git``), as
+            classes and inside classes. Off by default: the listing is then
+            exactly torchvision's ImageFolder (``classes``, ``samples``).
         device: None keeps batches in host memory (zero copy). A CUDA
             device ("cuda", "cuda:1", torch.device) delivers them there: the
             ring's buffers are pinned in place, each batch is copied on a
@@ -111,7 +115,7 @@ class Loader:
                  num_threads="auto", prefetch_batches="auto", ram_budget=None, max_errors=0, timeout=0.0,
                  rank=None, world_size=None, elastic=False, http_timeout=10.0, http_retries=3,
                  read_ahead_bytes=None, read_ahead_threads=8, device=None, cpu_budget=None,
-                 max_bytes=None, _raw_max_bytes=0):
+                 max_bytes=None, skip_hidden_dirs=False, _raw_max_bytes=0):
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -156,7 +160,10 @@ class Loader:
         o.stall_timeout_ms = int(timeout * 1000)
         o.rank, o.world_size = rank, world_size
         o.elastic = elastic
-        self.source = source if isinstance(source, str) else os.fspath(source)
+        # A str, as torchvision holds it (bytes paths are decoded as
+        # os.fsdecode does; "~" expanded as make_dataset does); the core
+        # gets the file system's bytes back, so no name is lost.
+        self.source = os.path.expanduser(os.fsdecode(os.fspath(source)))
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.transform = transform if transform is not None else _transforms.imagenet_train()
         src = _C.SourceOptions()
@@ -167,7 +174,9 @@ class Loader:
         if read_ahead_bytes is not None:
             src.read_ahead_bytes = int(read_ahead_bytes)
         src.read_ahead_threads = int(read_ahead_threads)
-        self._loader = _C.ImageFolderLoader(self.source, self.transform, o, _raw_max_bytes, src)
+        src.skip_hidden_dirs = bool(skip_hidden_dirs)
+        self._loader = _C.ImageFolderLoader(os.fsencode(self.source), self.transform, o, _raw_max_bytes, src)
+        self._samples = None
         self._resume_pending = False
         self._mid_epoch = False
         self._last_index = -1
@@ -196,7 +205,23 @@ class Loader:
 
     @property
     def classes(self):
+        """Class names sorted; index = label (torchvision's ImageFolder.classes).
+        Names that are not UTF-8 are decoded as os.fsdecode does."""
         return list(self._loader.classes)
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as torchvision's ImageFolder.class_to_idx."""
+        return {name: i for i, name in enumerate(self._loader.classes)}
+
+    @property
+    def samples(self):
+        """For an image folder, [(path, label)] in sample-id order: equal to
+        torchvision's ImageFolder(source).samples. None for packed datasets
+        and tar shards."""
+        if self._samples is None:
+            self._samples = self._loader.samples
+        return None if self._samples is None else list(self._samples)
 
     @property
     def num_threads(self):

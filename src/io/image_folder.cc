@@ -1,22 +1,209 @@
 #include "feedline/image_folder.h"
 
-#include "feedline/file.h"
-#include "src/core/detail/fingerprint.h"
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
+#include <string_view>
 #include <system_error>
+
+#include "feedline/file.h"
+#include "src/core/detail/fingerprint.h"
 
 namespace feedline {
 namespace {
 
-namespace fs = std::filesystem;
+// torchvision.datasets.folder.IMG_EXTENSIONS (0.14 and later).
+constexpr std::string_view kImageExtensions[] = {".jpg", ".jpeg", ".png", ".ppm",  ".bmp",
+                                                 ".pgm", ".tif",  ".tiff", ".webp"};
 
-bool IsImageFile(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+std::string ErrnoMessage(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// os.path.join(a, b) for a relative b: no doubled '/' when a ends in one, so
+// the paths match torchvision's byte for byte.
+std::string JoinPath(const std::string& a, std::string_view b) {
+  std::string out = a;
+  if (!out.empty() && out.back() != '/') out += '/';
+  out += b;
+  return out;
+}
+
+// The key Python sorts an os.fsdecode()'d name by: its code points, where
+// the UTF-8 decoder (strict ranges: no overlongs, no encoded surrogates,
+// nothing past U+10FFFF) turns every byte that does not start a valid
+// sequence into U+DC00 + byte (surrogateescape). Plain byte order differs
+// from this for mixed names (a stray 0xC3 byte sorts after U+4E00 in
+// Python, before it as bytes), and torchvision sorts str.
+std::u32string FsSortKey(std::string_view s) {
+  std::u32string key;
+  key.reserve(s.size());
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto cont = [&](size_t i, unsigned lo, unsigned hi) {
+    return i < s.size() && byte(i) >= lo && byte(i) <= hi;
+  };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned b = byte(i);
+    size_t len = 0;
+    if (b < 0x80) {
+      len = 1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      len = cont(i + 1, 0x80, 0xBF) ? 2 : 0;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      const unsigned lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+      len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) ? 3 : 0;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      const unsigned lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+      len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) && cont(i + 3, 0x80, 0xBF) ? 4 : 0;
+    }
+    if (len == 0) {  // not the start of a valid sequence: escaped alone
+      key.push_back(0xDC00 + b);
+      ++i;
+      continue;
+    }
+    char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (byte(i + k) & 0x3F);
+    key.push_back(cp);
+    i += len;
+  }
+  return key;
+}
+
+// Sorts names as Python's sorted() sorts their os.fsdecode()'d forms.
+void SortLikePython(std::vector<std::string>* names) {
+  std::vector<std::pair<std::u32string, std::string>> keyed;
+  keyed.reserve(names->size());
+  for (std::string& n : *names) keyed.emplace_back(FsSortKey(n), std::move(n));
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  names->clear();
+  for (auto& [key, n] : keyed) names->push_back(std::move(n));
+}
+
+bool IsHidden(std::string_view name) { return !name.empty() && name[0] == '.'; }
+
+// One entry of a directory, its type found as os.scandir's DirEntry.is_dir()
+// finds it: symlinks followed, d_type trusted where it is definite.
+struct Listed {
+  enum class Kind { kDirectory, kFile, kOther };
+  std::string name;
+  Kind kind = Kind::kFile;
+  int stat_errno = 0;  // the target could not be stat'ed (dangling link, ELOOP)
+  mode_t mode = 0;     // for kOther: what it is
+  dev_t dev = 0;       // for kDirectory: identity for loop detection
+  ino_t ino = 0;
+};
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+Status ListDirectory(const std::string& path, std::vector<Listed>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
+  std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd));
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(err));
+  }
+  while (true) {
+    errno = 0;
+    const dirent* e = ::readdir(dir.get());
+    if (e == nullptr) {
+      if (errno != 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
+      break;
+    }
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    Listed l;
+    l.name = std::string(name);
+    switch (e->d_type) {
+      case DT_REG: l.kind = Listed::Kind::kFile; break;
+      case DT_FIFO: l.kind = Listed::Kind::kOther, l.mode = S_IFIFO; break;
+      case DT_SOCK: l.kind = Listed::Kind::kOther, l.mode = S_IFSOCK; break;
+      case DT_CHR: l.kind = Listed::Kind::kOther, l.mode = S_IFCHR; break;
+      case DT_BLK: l.kind = Listed::Kind::kOther, l.mode = S_IFBLK; break;
+      default: {  // DT_DIR (its inode is needed), DT_LNK, DT_UNKNOWN
+        struct stat st {};
+        if (::fstatat(::dirfd(dir.get()), e->d_name, &st, 0) != 0) {
+          l.kind = Listed::Kind::kFile;
+          l.stat_errno = errno;
+        } else if (S_ISDIR(st.st_mode)) {
+          l.kind = Listed::Kind::kDirectory;
+          l.dev = st.st_dev;
+          l.ino = st.st_ino;
+        } else if (S_ISREG(st.st_mode)) {
+          l.kind = Listed::Kind::kFile;
+        } else {
+          l.kind = Listed::Kind::kOther;
+          l.mode = st.st_mode;
+        }
+      }
+    }
+    out->push_back(std::move(l));
+  }
+  return Status::OK();
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// The image files under class directory `cls` (relative to root), in
+// sorted(os.walk(class_dir, followlinks=True)) order, appended to `files`.
+Status WalkClass(const std::string& root, const std::string& cls, dev_t dev, ino_t ino,
+                 const ImageFolderOptions& options, std::vector<std::string>* files) {
+  struct Dir {
+    std::string rel;  // relative to root
+    size_t parent;    // index into dirs; npos for the class directory
+    dev_t dev;
+    ino_t ino;
+    std::vector<std::string> files;  // image names directly inside
+  };
+  constexpr size_t kNone = ~size_t{0};
+  std::vector<Dir> dirs;
+  dirs.push_back({cls, kNone, dev, ino, {}});
+  std::vector<Listed> listed;
+  // Every directory is listed once; the order of listing does not matter,
+  // since the result is sorted by path as torchvision sorts os.walk's.
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    listed.clear();
+    const std::string dir_path = JoinPath(root, dirs[i].rel);
+    FEEDLINE_RETURN_IF_ERROR(ListDirectory(dir_path, &listed));
+    for (Listed& l : listed) {
+      if (l.kind == Listed::Kind::kDirectory) {
+        if (options.skip_hidden_dirs && IsHidden(l.name)) continue;
+        bool loop = false;
+        for (size_t a = i; a != kNone && !loop; a = dirs[a].parent) {
+          loop = dirs[a].dev == l.dev && dirs[a].ino == l.ino;
+        }
+        if (loop) continue;  // its files are listed under the ancestor (header)
+        dirs.push_back({dirs[i].rel + "/" + l.name, i, l.dev, l.ino, {}});
+        continue;
+      }
+      if (!HasImageExtension(l.name)) continue;
+      if (l.kind == Listed::Kind::kOther) {
+        return InvalidArgumentError("image folder '" + root + "': '" + JoinPath(dir_path, l.name) + "' is " +
+                                    KindOf(l.mode) + ", not a regular file; remove it or rename it");
+      }
+      dirs[i].files.push_back(std::move(l.name));
+    }
+  }
+  std::vector<std::pair<std::u32string, size_t>> order;
+  order.reserve(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i) order.emplace_back(FsSortKey(dirs[i].rel), i);
+  std::sort(order.begin(), order.end());
+  for (const auto& [key, i] : order) {
+    SortLikePython(&dirs[i].files);
+    for (const std::string& f : dirs[i].files) files->push_back(dirs[i].rel + "/" + f);
+  }
+  return Status::OK();
 }
 
 // A sample file larger than this is refused before any allocation: no image
@@ -52,10 +239,9 @@ class ReadFileOp final : public SampleOp {
   std::string_view name() const override { return "read"; }
   uint64_t DataFingerprint() const override { return fingerprint_; }
   Status Apply(Sample& s, OpState* /*state*/) const override {
-    const std::string& rel = folder_->files[s.id()];
-    const std::string path = folder_->root + "/" + rel;
+    const std::string path = folder_->Path(s.id());
     s.location().file = path;
-    s.location().key = rel;
+    s.location().key = folder_->files[s.id()];
     s.label = folder_->labels[s.id()];
     FEEDLINE_RETURN_IF_ERROR(ReadWholeFile(path, &s.scratch()));
     s.set_data(s.scratch());
@@ -69,39 +255,81 @@ class ReadFileOp final : public SampleOp {
 
 }  // namespace
 
-Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& root) {
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return NotFoundError("image folder '" + root + "' is not a directory");
+Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& root,
+                                                         const ImageFolderOptions& options) {
+  struct stat root_st {};
+  if (::stat(root.c_str(), &root_st) != 0) {
+    return NotFoundError("image folder '" + root + "' is not a directory: " + ErrnoMessage(errno));
+  }
+  if (!S_ISDIR(root_st.st_mode)) return NotFoundError("image folder '" + root + "' is not a directory");
+  std::vector<Listed> listed;
+  FEEDLINE_RETURN_IF_ERROR(ListDirectory(root, &listed));
   auto folder = std::make_shared<ImageFolder>();
   folder->root = root;
-  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
-    if (e.is_directory()) folder->classes.push_back(e.path().filename().string());
-  }
-  if (ec) return UnavailableError("cannot list '" + root + "': " + ec.message());
-  std::sort(folder->classes.begin(), folder->classes.end());
-  if (folder->classes.empty()) {
-    return InvalidArgumentError("image folder '" + root + "' has no class sub-folders");
-  }
-  for (size_t label = 0; label < folder->classes.size(); ++label) {
-    std::vector<std::string> files;
-    const fs::path dir = fs::path(root) / folder->classes[label];
-    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
-      if (it->is_regular_file() && IsImageFile(it->path())) {
-        files.push_back(fs::relative(it->path(), root).string());
-      }
+  std::vector<Listed> class_dirs;
+  for (Listed& l : listed) {
+    // find_classes uses DirEntry.is_dir(), which raises on every stat
+    // error but "no such file" (a dangling link is just not a class).
+    if (l.stat_errno != 0 && l.stat_errno != ENOENT) {
+      return UnavailableError("image folder '" + root + "': cannot stat '" + JoinPath(root, l.name) +
+                              "': " + ErrnoMessage(l.stat_errno));
     }
-    if (ec) return UnavailableError("cannot list '" + dir.string() + "': " + ec.message());
-    std::sort(files.begin(), files.end());
-    for (std::string& f : files) {
-      folder->files.push_back(std::move(f));
-      folder->labels.push_back(static_cast<int64_t>(label));
-    }
+    if (l.kind != Listed::Kind::kDirectory) continue;
+    if (options.skip_hidden_dirs && IsHidden(l.name)) continue;
+    class_dirs.push_back(std::move(l));
   }
-  if (folder->files.empty()) {
-    return InvalidArgumentError("image folder '" + root + "' has no .jpg/.jpeg/.png files");
+  std::sort(class_dirs.begin(), class_dirs.end(),
+            [](const Listed& a, const Listed& b) { return FsSortKey(a.name) < FsSortKey(b.name); });
+  if (class_dirs.empty()) {
+    return NotFoundError("image folder '" + root + "' has no class directories (root/<class>/<image>)");
+  }
+  std::vector<std::string> empty;
+  for (size_t label = 0; label < class_dirs.size(); ++label) {
+    const Listed& c = class_dirs[label];
+    folder->classes.push_back(c.name);
+    const size_t before = folder->files.size();
+    FEEDLINE_RETURN_IF_ERROR(WalkClass(root, c.name, c.dev, c.ino, options, &folder->files));
+    if (folder->files.size() == before) empty.push_back(c.name);
+    folder->labels.resize(folder->files.size(), static_cast<int64_t>(label));
+  }
+  if (!empty.empty()) {
+    // torchvision refuses these too ("Found no valid file for the classes
+    // ..."): a label with no sample is almost always a stray directory.
+    std::string msg = "image folder '" + root + "': found no valid file for the classes ";
+    std::string hidden;
+    for (size_t i = 0; i < empty.size(); ++i) {
+      msg += (i > 0 ? ", '" : "'") + empty[i] + "' ('" + JoinPath(root, empty[i]) + "')";
+      if (hidden.empty() && IsHidden(empty[i])) hidden = empty[i];
+    }
+    msg += "; supported extensions are:";
+    for (std::string_view ext : kImageExtensions) (msg += ' ') += ext;
+    if (!hidden.empty()) {
+      msg += ". '" + hidden +
+             "' is a hidden directory: pass skip_hidden_dirs=True (feedline pack --skip-hidden-dirs) to "
+             "skip hidden directories";
+    }
+    return NotFoundError(msg);
   }
   return std::shared_ptr<const ImageFolder>(std::move(folder));
 }
+
+bool HasImageExtension(std::string_view name) {
+  for (std::string_view ext : kImageExtensions) {
+    if (name.size() < ext.size()) continue;
+    const std::string_view tail = name.substr(name.size() - ext.size());
+    bool same = true;
+    for (size_t i = 0; i < ext.size() && same; ++i) {
+      // ASCII folding (not the locale's tolower) is Python's str.lower()
+      // here: no other character lowers to one of these letters.
+      const char c = tail[i];
+      same = (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == ext[i];
+    }
+    if (same) return true;
+  }
+  return false;
+}
+
+std::string ImageFolder::Path(size_t i) const { return JoinPath(root, files[i]); }
 
 std::shared_ptr<const SampleOp> MakeReadFileOp(std::shared_ptr<const ImageFolder> folder) {
   return std::make_shared<ReadFileOp>(std::move(folder));

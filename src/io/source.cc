@@ -37,9 +37,10 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   bool tars = fs::path(path).extension() == ".tar";
   if (!tars && fs::is_directory(path, ec) && !fs::exists(fs::path(path) / kManifestName, ec)) {
     bool any_tar = false, any_dir = false;
-    for (const auto& e : fs::directory_iterator(path, ec)) {
-      any_tar |= e.path().extension() == ".tar";
-      any_dir |= e.is_directory();
+    for (auto it = fs::directory_iterator(path, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code type_ec;  // a symlink loop is not a directory here; ImageFolder::Open names it
+      any_tar |= it->path().extension() == ".tar";
+      any_dir |= it->is_directory(type_ec);
     }
     tars = any_tar && !any_dir;
   }
@@ -55,10 +56,11 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     s.classes = ds->manifest().classes;
     s.read_op = MakeShardReadOp(std::move(ds), ra);
   } else {
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder, ImageFolder::Open(path));
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder, ImageFolder::Open(path, options.folder));
     s.kind = Source::Kind::kImageFolder;
     s.num_samples = folder->files.size();
     s.classes = folder->classes;
+    s.folder = folder;
     s.read_op = MakeReadFileOp(std::move(folder));
   }
   return s;

@@ -1,8 +1,13 @@
-// ImageFolder: layout, labels, read errors with their path, size cap, and
-// the whole image pipeline through the loader on real files.
+// ImageFolder: layout, labels, torchvision's listing order (sorted walk,
+// every extension, symlinks, loops, hidden and empty directories, non-UTF-8
+// names), read errors with their path, size cap, and the whole image
+// pipeline through the loader on real files. The Python side compares the
+// same listing with torchvision itself (tests/integration/
+// test_image_folder_parity.py).
 #include "feedline/image_folder.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,10 +66,174 @@ TEST_F(ImageFolderTest, SortedClassesGiveLabelsAndFilesAreSorted) {
 
 TEST_F(ImageFolderTest, MissingOrEmptyFoldersAreClearErrors) {
   EXPECT_EQ(ImageFolder::Open((root_ / "nope").string()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ImageFolder::Open((root_ / "ant" / "c.jpg").string()).status().code(), StatusCode::kNotFound);
   fs::create_directories(root_ / "empty" / "class");
   Result<std::shared_ptr<const ImageFolder>> r = ImageFolder::Open((root_ / "empty").string());
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("no .jpg/.jpeg/.png files"), std::string::npos);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("found no valid file for the classes 'class' ('" +
+                                      (root_ / "empty" / "class").string() + "')"),
+            std::string::npos)
+      << r.status();
+  fs::remove_all(root_ / "empty" / "class");
+  Write("empty/file.jpg", {1});
+  r = ImageFolder::Open((root_ / "empty").string());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("has no class directories"), std::string::npos) << r.status();
+}
+
+// A tree of its own for each listing test, files with one byte each.
+class FolderListingTest : public ImageFolderTest {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("feedline_folder_listing_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void Files(std::initializer_list<const char*> paths) {
+    for (const char* p : paths) Write(p, {1});
+  }
+  void Link(const std::string& target, const std::string& rel) {
+    fs::create_directories((root_ / rel).parent_path());
+    ASSERT_EQ(::symlink(target.c_str(), (root_ / rel).c_str()), 0) << rel;
+  }
+  Result<std::shared_ptr<const ImageFolder>> Open(const ImageFolderOptions& o = {}) {
+    return ImageFolder::Open(root_.string(), o);
+  }
+};
+
+TEST_F(FolderListingTest, DirectoriesComeInSortedPathOrderNotDepthFirst) {
+  // sorted(os.walk()) sorts by path: "c/a" < "c/a-b" < "c/a/x" ('-' < '/'),
+  // where a depth-first walk gives c/a, c/a/x, c/a-b.
+  Files({"c/a/x/3.jpg", "c/a-b/2.jpg", "c/a/1.jpg", "c/z.jpg", "c/a/0.jpg", "b/q.png"});
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"b/q.png", "c/z.jpg", "c/a/0.jpg", "c/a/1.jpg",
+                                                        "c/a-b/2.jpg", "c/a/x/3.jpg"}));
+  EXPECT_EQ((*folder)->labels, (std::vector<int64_t>{0, 1, 1, 1, 1, 1}));
+  EXPECT_EQ((*folder)->Path(0), (root_ / "b/q.png").string());
+  // A root given with a trailing '/' gives the same paths (os.path.join).
+  auto slash = ImageFolder::Open(root_.string() + "/");
+  ASSERT_TRUE(slash.ok());
+  EXPECT_EQ((*slash)->Path(0), (root_ / "b/q.png").string());
+}
+
+TEST_F(FolderListingTest, EveryTorchvisionExtensionCountsInAnyCase) {
+  Files({"c/1.jpg", "c/2.JPEG", "c/3.Png", "c/4.ppm", "c/5.BMP", "c/6.pgm", "c/7.tif", "c/8.TIFF",
+         "c/9.webp", "c/.png", "c/a.txt", "c/b.jpg.txt", "c/jpg", "c/c.gif"});
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  // Sorted by code point: '.' < digits.
+  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/.png", "c/1.jpg", "c/2.JPEG", "c/3.Png", "c/4.ppm",
+                                                        "c/5.BMP", "c/6.pgm", "c/7.tif", "c/8.TIFF",
+                                                        "c/9.webp"}));
+  EXPECT_TRUE(HasImageExtension("x.JpEg"));
+  EXPECT_FALSE(HasImageExtension("jpg"));
+  EXPECT_FALSE(HasImageExtension("x.jpgx"));
+}
+
+TEST_F(FolderListingTest, SymlinkedFilesAndDirectoriesAreFollowed) {
+  Files({"store/deep/p.jpg", "store/q.png", "c/own.jpg"});
+  Link((root_ / "store/q.png").string(), "c/link.png");
+  Link("../store", "c/linked");              // a directory link inside a class
+  Link((root_ / "store").string(), "d");     // a class that is a link
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"c", "d", "store"}));
+  EXPECT_EQ((*folder)->files,
+            (std::vector<std::string>{"c/link.png", "c/own.jpg", "c/linked/q.png", "c/linked/deep/p.jpg",
+                                      "d/q.png", "d/deep/p.jpg", "store/q.png", "store/deep/p.jpg"}));
+}
+
+TEST_F(FolderListingTest, ASymlinkLoopIsNotEnteredAndItsFilesAreListedOnce) {
+  Files({"c/a.jpg", "c/sub/b.jpg"});
+  Link("..", "c/sub/up");       // c/sub/up -> c: back to an ancestor
+  Link(".", "c/self");          // c/self -> c
+  Link("../../c", "c/sub/abs"); // another route to c
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/a.jpg", "c/sub/b.jpg"}));
+  // A link to itself at the root cannot be stat'ed: a clear error, no throw.
+  Link("x", "x");
+  auto r = Open();
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("cannot stat '" + (root_ / "x").string() + "'"), std::string::npos)
+      << r.status();
+}
+
+TEST_F(FolderListingTest, ADanglingLinkWithAnImageNameIsListedAndFailsWhenRead) {
+  Files({"c/a.jpg"});
+  Link("nowhere.jpg", "c/broken.jpg");
+  Link("loop.jpg", "c/loop.jpg");  // ELOOP when followed
+  Link("nowhere", "c/broken_dir");
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  ASSERT_EQ((*folder)->files, (std::vector<std::string>{"c/a.jpg", "c/broken.jpg", "c/loop.jpg"}));
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.num_threads = 1;
+  auto loader = Loader::Create(RawFolderPipeline(*folder, 16), o);
+  ASSERT_TRUE(loader.ok());
+  Batch b;
+  bool end = false;
+  Status st = (*loader)->Next(&b, &end);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("broken.jpg"), std::string::npos) << st;
+}
+
+TEST_F(FolderListingTest, AFifoWithAnImageNameIsAnErrorNamingIt) {
+  Files({"c/a.jpg", "c/dir.jpg/inside.png"});  // a directory named like an image is walked
+  ASSERT_EQ(::mkfifo((root_ / "c/other").c_str(), 0644), 0);  // no image name: not listed
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/a.jpg", "c/dir.jpg/inside.png"}));
+  ASSERT_EQ(::mkfifo((root_ / "c/pipe.jpg").c_str(), 0644), 0);
+  auto r = Open();
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("'" + (root_ / "c/pipe.jpg").string() + "' is a FIFO"), std::string::npos)
+      << r.status();
+}
+
+TEST_F(FolderListingTest, AnEmptyHiddenClassPointsAtSkipHiddenDirs) {
+  Files({"c/a.jpg", "c/.ipynb_checkpoints/a-checkpoint.jpg", "d/.hidden/only.jpg"});
+  fs::create_directories(root_ / ".ipynb_checkpoints");
+  auto r = Open();
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("classes '.ipynb_checkpoints' ('" + (root_ / ".ipynb_checkpoints").string()),
+            std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("skip_hidden_dirs=True"), std::string::npos) << r.status();
+  // Skipping hidden directories leaves d with no file: refused, naming d.
+  ImageFolderOptions skip;
+  skip.skip_hidden_dirs = true;
+  r = Open(skip);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("classes 'd' ("), std::string::npos) << r.status();
+  EXPECT_EQ(r.status().message().find("skip_hidden_dirs=True"), std::string::npos) << r.status();
+  Files({"d/b.jpg"});
+  r = Open(skip);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->classes, (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ((*r)->files, (std::vector<std::string>{"c/a.jpg", "d/b.jpg"}));
+  // Without the option the hidden sub-folders' files are listed, as torchvision does.
+  fs::remove_all(root_ / ".ipynb_checkpoints");
+  r = Open();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->files, (std::vector<std::string>{"c/a.jpg", "c/.ipynb_checkpoints/a-checkpoint.jpg",
+                                                   "d/b.jpg", "d/.hidden/only.jpg"}));
+}
+
+TEST_F(FolderListingTest, NonUtf8NamesSortAsPythonSortsTheirDecodedForm) {
+  // "\xC3x" decodes (surrogateescape) to U+DCC3 'x', which Python sorts
+  // after U+4E00 ("\xE4\xB8\x80"); as bytes it would come first.
+  Files({"c/\xC3x.jpg", "c/\xE4\xB8\x80.jpg", "c/\xFF.png", "\xC3k/a.jpg", "\xE4\xB8\x80k/a.jpg"});
+  auto folder = Open();
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"c", "\xE4\xB8\x80k", "\xC3k"}));
+  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/\xE4\xB8\x80.jpg", "c/\xC3x.jpg", "c/\xFF.png",
+                                                        "\xE4\xB8\x80k/a.jpg", "\xC3k/a.jpg"}));
 }
 
 TEST_F(ImageFolderTest, ThePipelineDeliversImagesAndLabelsThroughTheLoader) {

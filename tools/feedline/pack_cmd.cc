@@ -1,7 +1,10 @@
-// `feedline pack SRC OUT [--shard-bytes N] [--threads T] [--overwrite | --resume] [--part i/n]`
+// `feedline pack SRC OUT [--shard-bytes N] [--threads T] [--overwrite | --resume] [--part i/n]
+//                        [--skip-hidden-dirs]`
 // `feedline pack --merge OUT`
 //
-// SRC is an ImageFolder tree (class sub-folders give labels) or a list file:
+// SRC is an ImageFolder tree (class sub-folders give labels, listed exactly as
+// torchvision's ImageFolder lists them; --skip-hidden-dirs leaves out
+// directories named .*) or a list file:
 // .csv (path,label[,key]; a header line starting with "path" is skipped) or
 // .jsonl ({"path": ..., "label": ..., "key": ...} per line); relative paths
 // are relative to the list's folder. Output is deterministic for the same
@@ -204,7 +207,7 @@ int Merge(const fs::path& out) {
 }  // namespace
 
 int RunPack(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {"shard-bytes", "threads", "part"}, {"overwrite", "resume", "merge"});
+  auto f = Flags::Parse(args, {"shard-bytes", "threads", "part"}, {"overwrite", "resume", "merge", "skip-hidden-dirs"});
   if (!f.ok()) return Fail(f.status());
   if (f->Has("merge")) {
     if (f->positional().size() != 1) return Fail(InvalidArgumentError("usage: feedline pack --merge OUT"));
@@ -230,7 +233,9 @@ int RunPack(const std::vector<std::string>& args) {
   std::vector<Entry> entries;
   std::vector<std::string> classes;
   if (fs::is_directory(src)) {
-    auto folder = ImageFolder::Open(src.string());
+    ImageFolderOptions folder_options;
+    folder_options.skip_hidden_dirs = f->Has("skip-hidden-dirs");
+    auto folder = ImageFolder::Open(src.string(), folder_options);
     if (!folder.ok()) return Fail(folder.status());
     classes = (*folder)->classes;
     for (size_t i = 0; i < (*folder)->files.size(); ++i) {
