@@ -49,7 +49,7 @@ struct Layout {
   uint32_t bits = 0;
   size_t stride = 0;        // bytes per stored row (4-byte aligned)
   size_t pixel_offset = 0;  // of the first stored row
-  std::array<uint8_t, 256 * 3> palette{};  // RGB; indices past the table stay black
+  std::array<uint8_t, 256 * 3> palette;  // RGB; indices past the table: gray (i, i, i), as PIL
   std::array<Channel, 3> channels{};       // R, G, B for 16/32-bit
 };
 
@@ -125,6 +125,9 @@ Status Parse(std::span<const uint8_t> b, const DecodeLimits& limits, Layout* l) 
     l->channels = {Channel{16, 255}, Channel{8, 255}, Channel{0, 255}};
   }
   if (l->bits <= 8) {
+    for (uint32_t i = 0; i < 256; ++i) {
+      l->palette[3 * i] = l->palette[3 * i + 1] = l->palette[3 * i + 2] = static_cast<uint8_t>(i);
+    }
     if (colors == 0 || header_size == 12) colors = 1u << l->bits;
     if (colors > 256) {
       return DataLossError("corrupt BMP: palette of " + std::to_string(colors) + " colours");

@@ -121,8 +121,10 @@ Status GifDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
   GifFileType* g = ff.gif.get();
   const GifImageDesc& d = g->Image;
 
-  // Palette: the frame's local table, else the global one, else gray.
-  std::array<uint8_t, 256 * 3> pal{};
+  // Palette: the frame's local table, else the global one. Entries past
+  // the table (or all, without one) are gray levels, as in PIL's palettes.
+  std::array<uint8_t, 256 * 3> pal;
+  for (int i = 0; i < 256; ++i) pal[3 * i] = pal[3 * i + 1] = pal[3 * i + 2] = uint8_t(i);
   const ColorMapObject* map = d.ColorMap ? d.ColorMap : g->SColorMap;
   if (map) {
     const int n = std::clamp(map->ColorCount, 0, 256);
@@ -131,8 +133,6 @@ Status GifDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
       pal[3 * i + 1] = map->Colors[i].Green;
       pal[3 * i + 2] = map->Colors[i].Blue;
     }
-  } else {
-    for (int i = 0; i < 256; ++i) pal[3 * i] = pal[3 * i + 1] = pal[3 * i + 2] = uint8_t(i);
   }
 
   const size_t cw = ff.canvas_width, ch = ff.canvas_height;

@@ -4,8 +4,8 @@
 // pixels outside the frame take the colour of the transparent index (when
 // the frame's graphic control extension has one) or of index 0. Transparent
 // pixels inside the frame show their palette colour (convert("RGB") ignores
-// transparency). Indices past the colour table are black. A GIF without any
-// colour table is grayscale (the index is the level).
+// transparency). Indices past the colour table, and all indices of a GIF
+// without one, are gray levels (i, i, i), as PIL shows them.
 //
 // Only the records up to the first frame are read: later frames, however
 // many, cost nothing.

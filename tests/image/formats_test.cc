@@ -324,7 +324,7 @@ TEST(FormatsTest, HostileBmpHeadersAreRefused) {
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("palette of 2139062143 colours"), std::string::npos)
       << h.status();
-  // A palette image whose indices run past a 2-entry table decodes them black.
+  // A palette image whose indices run past a 2-entry table: gray levels, as in PIL.
   Bytes pal = {'B', 'M'};
   Put32(pal, 14 + 40 + 8 + 4), Put32(pal, 0), Put32(pal, 14 + 40 + 8);
   Put32(pal, 40), Put32(pal, 2), Put32(pal, 1), Put16(pal, 1), Put16(pal, 8), Put32(pal, 0),
@@ -332,7 +332,7 @@ TEST(FormatsTest, HostileBmpHeadersAreRefused) {
   pal.insert(pal.end(), {1, 2, 3, 0, 4, 5, 6, 0, /*pixels*/ 1, 200, 0, 0});
   Result<RgbImage> d = DecodeImage(pal);
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->pixels, (Bytes{6, 5, 4, 0, 0, 0}));
+  EXPECT_EQ(d->pixels, (Bytes{6, 5, 4, 200, 200, 200}));
 }
 
 TEST(FormatsTest, MalformedPnmIsDataLoss) {

@@ -298,3 +298,21 @@ def test_rle_bmp_is_unimplemented(feedline_bin, tmp_path):
     proc = run([feedline_bin, "image", "info", str(p)], check=False)
     assert proc.returncode != 0
     assert "RLE8" in proc.stderr and "not supported" in proc.stderr, proc.stderr
+
+
+def test_palette_indices_past_the_table_match_pil(feedline_bin, tmp_path):
+    """Indices the colour table does not cover: PIL shows gray (i, i, i)."""
+    a = np.array([[0, 1, 2, 3] * 2] * 4, np.uint8)
+    im = Image.fromarray(a, "P")
+    im.putpalette([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120])
+    buf = io.BytesIO()
+    im.save(buf, "GIF", interlace=False, optimize=False)
+    b = bytearray(buf.getvalue())
+    table = 3 * 2 ** ((b[10] & 7) + 1)
+    gif = b[:13] + b[13:19] + b[13 + table:]  # keep 2 of the 4 entries
+    gif[10] &= ~7
+    bmp = bmp_file(8, 4, 8, bytes(a[::-1].flat), palette=bytes([30, 20, 10, 0, 60, 50, 40, 0]))
+    for name, data in (("oob.gif", bytes(gif)), ("oob.bmp", bmp)):
+        p = tmp_path / name
+        p.write_bytes(data)
+        np.testing.assert_array_equal(feedline_rgb(feedline_bin, tmp_path, p), pil_rgb(p), err_msg=name)
