@@ -15,6 +15,9 @@ PACKAGES=(
   libclang-rt-14-dev
   libjpeg62-turbo-dev  # JPEG decode (crop + DCT scaling) and encode (dataset generator)
   libspng-dev          # PNG decode/encode with size and chunk limits
+  libwebp-dev          # WebP decode (still images)
+  libtiff-dev          # TIFF decode from memory
+  libgif-dev           # GIF decode (first frame)
   nlohmann-json3-dev   # dataset manifests and JSON Lines pack inputs (header-only)
   libcurl4-openssl-dev # HTTP(S) range reads of remote datasets
   nginx                # the real HTTP server the remote-read tests start on 127.0.0.1

@@ -33,7 +33,9 @@
 
 namespace feedline {
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kGif, kBmp, kTiff, kWebp, kPdf };
+// kPnm: Netpbm P1..P6 (PBM, PGM, PPM). kPdf is sniffed only to name it in
+// the error.
+enum class ImageFormat { kUnknown, kJpeg, kPng, kGif, kBmp, kTiff, kWebp, kPdf, kPnm };
 FEEDLINE_EXPORT std::string_view ImageFormatName(ImageFormat format);
 // From the first bytes; kUnknown if nothing matches.
 FEEDLINE_EXPORT ImageFormat SniffImageFormat(std::span<const uint8_t> bytes);
@@ -59,8 +61,11 @@ struct FEEDLINE_EXPORT ImageInfo {
   bool progressive = false;
 };
 
-// Reads only the header. Errors: Unimplemented for formats outside
-// {jpeg, png}; InvalidArgument for limits; DataLoss for corrupt headers.
+// Reads only the header (for GIF: the records up to the first frame; the
+// size is the canvas). Errors: Unimplemented for formats outside {jpeg,
+// png, webp, tiff, gif, bmp, pnm} and for variants we do not decode
+// (animated WebP, RLE BMP, ...; docs/image.md lists them); InvalidArgument
+// for limits; DataLoss for corrupt headers.
 FEEDLINE_EXPORT Result<ImageInfo> ReadImageInfo(std::span<const uint8_t> bytes,
                                                 const DecodeLimits& limits = {});
 
@@ -72,7 +77,8 @@ struct FEEDLINE_EXPORT RgbImage {
 };
 
 // Full-size decode to RGB (gray, palette, CMYK/YCCK, 16-bit and alpha are
-// converted; alpha is dropped, like PIL's convert("RGB")).
+// converted; alpha is dropped, like PIL's convert("RGB")). GIF: the first
+// frame on its canvas; TIFF: the first page, in stored row order.
 FEEDLINE_EXPORT Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes,
                                              const DecodeLimits& limits = {});
 

@@ -6,6 +6,7 @@
 #include "src/image/decode_internal.h"
 #include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
+#include "src/image/whole_decoders.h"
 
 namespace feedline {
 
@@ -17,6 +18,7 @@ std::string_view ImageFormatName(ImageFormat format) {
     case ImageFormat::kBmp: return "bmp";
     case ImageFormat::kTiff: return "tiff";
     case ImageFormat::kWebp: return "webp";
+    case ImageFormat::kPnm: return "pnm";
     case ImageFormat::kPdf: return "pdf";
     case ImageFormat::kUnknown: break;
   }
@@ -35,27 +37,58 @@ ImageFormat SniffImageFormat(std::span<const uint8_t> b) {
   if (starts("RIFF", 4) && b.size() >= 12 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
     return ImageFormat::kWebp;
   }
+  // Netpbm: P1..P6 and a whitespace byte (P7, PAM, is not decoded).
+  if (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' &&
+      (b[2] == ' ' || b[2] == '\t' || b[2] == '\n' || b[2] == '\r')) {
+    return ImageFormat::kPnm;
+  }
   if (starts("%PDF", 4)) return ImageFormat::kPdf;
   return ImageFormat::kUnknown;
 }
 
 namespace image {
+namespace {
+constexpr std::string_view kAllowed = "jpeg, png, webp, tiff, gif, bmp, pnm";
+}  // namespace
+
+Status CheckImageLimits(const char* format, uint64_t width, uint64_t height,
+                        const DecodeLimits& limits) {
+  const std::string size = std::to_string(width) + "x" + std::to_string(height);
+  if (width == 0 || height == 0) {
+    return DataLossError(std::string("corrupt ") + format + ": empty image (" + size + ")");
+  }
+  if (width > limits.max_dimension || height > limits.max_dimension) {
+    return InvalidArgumentError(std::string(format) + " is " + size + ", over max_dimension " +
+                                std::to_string(limits.max_dimension));
+  }
+  if (width * height > limits.max_pixels) {  // both <= 2^32: no overflow
+    return InvalidArgumentError(std::string(format) + " is " + size + ", over max_pixels " +
+                                std::to_string(limits.max_pixels));
+  }
+  return Status::OK();
+}
 
 Status UnsupportedFormat(std::span<const uint8_t> bytes) {
   const ImageFormat f = SniffImageFormat(bytes);
   if (f == ImageFormat::kUnknown) {
     return UnimplementedError("not an image: " + std::to_string(bytes.size()) +
-                              " bytes match no known image format (allowed: jpeg, png)");
+                              " bytes match no known image format (allowed: " + std::string(kAllowed) + ")");
   }
   return UnimplementedError("unsupported image format '" + std::string(ImageFormatName(f)) +
-                            "' (allowed: jpeg, png)");
+                            "' (allowed: " + std::string(kAllowed) + ")");
 }
 
 }  // namespace image
 
 Result<ImageInfo> ReadImageInfo(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   ImageInfo info;
-  switch (SniffImageFormat(bytes)) {
+  const ImageFormat format = SniffImageFormat(bytes);
+  if (image::IsWholeDecodeFormat(format)) {
+    image::WholeDecoders d;
+    FEEDLINE_RETURN_IF_ERROR(d.ReadHeader(format, bytes, limits, &info));
+    return info;
+  }
+  switch (format) {
     case ImageFormat::kJpeg: {
       image::JpegDecoder d;
       FEEDLINE_RETURN_IF_ERROR(d.ReadHeader(bytes, limits, &info));
@@ -75,7 +108,9 @@ Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits&
   image::RgbRegion region;
   image::JpegDecoder jpeg;
   image::PngDecoder png;
-  switch (SniffImageFormat(bytes)) {
+  image::WholeDecoders whole;
+  const ImageFormat format = SniffImageFormat(bytes);
+  switch (format) {
     case ImageFormat::kJpeg:
       FEEDLINE_RETURN_IF_ERROR(jpeg.ReadHeader(bytes, limits, &info));
       FEEDLINE_RETURN_IF_ERROR(jpeg.Decode(8, 0, 0, info.width, info.height, &region));
@@ -84,7 +119,10 @@ Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits&
       FEEDLINE_RETURN_IF_ERROR(png.ReadHeader(bytes, limits, &info));
       FEEDLINE_RETURN_IF_ERROR(png.Decode(bytes, limits, 0, info.height, &region));
       break;
-    default: return image::UnsupportedFormat(bytes);
+    default:
+      if (!image::IsWholeDecodeFormat(format)) return image::UnsupportedFormat(bytes);
+      FEEDLINE_RETURN_IF_ERROR(whole.DecodeRegion(format, bytes, limits, &region));
+      break;
   }
   RgbImage out;
   out.width = region.width;

@@ -10,6 +10,7 @@
 #include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
 #include "src/image/resample.h"
+#include "src/image/whole_decoders.h"
 
 namespace feedline {
 
@@ -129,15 +130,18 @@ namespace {
 struct ImageState final : OpState {
   JpegDecoder jpeg;
   PngDecoder png;
+  WholeDecoders whole;  // webp, tiff, gif, bmp, pnm: decoded whole, then cropped
   AxisPlan horizontal, vertical;
   std::vector<float> scratch;
 
   uint64_t ScratchBytes() const override {
-    return jpeg.scratch_bytes() + png.scratch_bytes() + scratch.capacity() * sizeof(float);
+    return jpeg.scratch_bytes() + png.scratch_bytes() + whole.scratch_bytes() +
+           scratch.capacity() * sizeof(float);
   }
   void TrimScratch() override {
     jpeg.TrimScratch();
     png.TrimScratch();
+    whole.TrimScratch();
     std::vector<float>().swap(scratch);
   }
 };
@@ -179,12 +183,15 @@ int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
 Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox* given,
            SampleRng* rng, Sample* sample, ImageState& s, void* out) {
   const ImageFormat format = SniffImageFormat(bytes);
-  if (format != ImageFormat::kJpeg && format != ImageFormat::kPng) return UnsupportedFormat(bytes);
   ImageInfo info;
   if (format == ImageFormat::kJpeg) {
     FEEDLINE_RETURN_IF_ERROR(s.jpeg.ReadHeader(bytes, t.limits, &info));
-  } else {
+  } else if (format == ImageFormat::kPng) {
     FEEDLINE_RETURN_IF_ERROR(s.png.ReadHeader(bytes, t.limits, &info));
+  } else if (IsWholeDecodeFormat(format)) {
+    FEEDLINE_RETURN_IF_ERROR(s.whole.ReadHeader(format, bytes, t.limits, &info));
+  } else {
+    return UnsupportedFormat(bytes);
   }
   const CropBox box = given ? *given : ChooseCrop(t, info.width, info.height, *rng);
 
@@ -209,7 +216,8 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
     const uint64_t need =
         format == ImageFormat::kJpeg
             ? s.jpeg.DecodeScratchBytes(m, rx0 + s.horizontal.min_index, y0, rx0 + s.horizontal.max_index, y1)
-            : image::PngDecoder::DecodeScratchBytes(info, y0, y1);
+        : format == ImageFormat::kPng ? image::PngDecoder::DecodeScratchBytes(info, y0, y1)
+                                      : WholeDecoders::ScratchBytesFor(info);
     FEEDLINE_RETURN_IF_ERROR(sample->ChargeScratch(
         need, "decoding this " + std::to_string(info.width) + "x" + std::to_string(info.height) + " " +
                   std::string(ImageFormatName(format)) + (info.progressive ? " (progressive)" : "")));
@@ -220,9 +228,11 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
                                            ry0 + s.vertical.min_index,
                                            rx0 + s.horizontal.max_index,
                                            ry0 + s.vertical.max_index, &region));
-  } else {
+  } else if (format == ImageFormat::kPng) {
     FEEDLINE_RETURN_IF_ERROR(s.png.Decode(bytes, t.limits, ry0 + s.vertical.min_index,
                                           ry0 + s.vertical.max_index, &region));
+  } else {
+    FEEDLINE_RETURN_IF_ERROR(s.whole.DecodeRegion(format, bytes, t.limits, &region));
   }
   RgbSource src;
   src.pixels = region.pixels;
