@@ -37,9 +37,11 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   bool tars = fs::path(path).extension() == ".tar";
   if (!tars && fs::is_directory(path, ec) && !fs::exists(fs::path(path) / kManifestName, ec)) {
     bool any_tar = false, any_dir = false;
-    for (const auto& e : fs::directory_iterator(path, ec)) {
-      any_tar |= e.path().extension() == ".tar";
-      any_dir |= e.is_directory();
+    // error_code overloads throughout: a symlink loop here must not throw.
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code entry_ec;
+      any_tar |= it->path().extension() == ".tar";
+      any_dir |= it->is_directory(entry_ec);
     }
     tars = any_tar && !any_dir;
   }
