@@ -116,7 +116,8 @@ int Transform(const Flags& f) {
   if (!st.ok()) return Fail(st);
   // An existing OUT must be a regular file: opening a fifo would block.
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(f.positional()[2], ec))) {
+  const fs::file_status out_status = fs::status(f.positional()[2], ec);
+  if (out_status.type() != fs::file_type::not_found && !fs::is_regular_file(out_status)) {
     Status out_ok = RequireRegularFile(f.positional()[2]);
     if (!out_ok.ok()) return Fail(out_ok.WithContext("OUT"));
   }
