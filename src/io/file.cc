@@ -80,8 +80,10 @@ bool RaiseDescriptorLimit() {
 
 Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, const HttpOptions& http) {
   if (IsUrl(name)) return io::OpenHttpFile(name, http);
-  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == EMFILE && RaiseDescriptorLimit()) fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a fifo must not wait for a writer; it is refused below.
+  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+  int fd = ::open(name.c_str(), kFlags);
+  if (fd < 0 && errno == EMFILE && RaiseDescriptorLimit()) fd = ::open(name.c_str(), kFlags);
   if (fd < 0) {
     const int err = errno;
     const std::string msg = "cannot open '" + name + "': " + std::strerror(err);
@@ -98,6 +100,11 @@ Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, cons
     const int err = errno;
     ::close(fd);
     return UnavailableError("cannot stat '" + name + "': " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a fifo" : "a special file";
+    return InvalidArgumentError("cannot open '" + name + "': " + what + ", not a regular file");
   }
   return std::unique_ptr<RandomAccessFile>(new PosixFile(name, fd, static_cast<uint64_t>(st.st_size)));
 }

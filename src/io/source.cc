@@ -37,10 +37,11 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   bool tars = fs::path(path).extension() == ".tar";
   if (!tars && fs::is_directory(path, ec) && !fs::exists(fs::path(path) / kManifestName, ec)) {
     bool any_tar = false, any_dir = false;
-    for (auto it = fs::directory_iterator(path, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      std::error_code type_ec;  // a symlink loop is not a directory here; ImageFolder::Open names it
+    // error_code overloads throughout: a symlink loop here must not throw.
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code entry_ec;
       any_tar |= it->path().extension() == ".tar";
-      any_dir |= it->is_directory(type_ec);
+      any_dir |= it->is_directory(entry_ec);
     }
     tars = any_tar && !any_dir;
   }

@@ -187,9 +187,10 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return Open({path});
   std::vector<std::string> tars;
-  for (const auto& e : fs::directory_iterator(path, ec)) {
-    if (e.path().extension() == ".tar") tars.push_back(e.path().string());
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".tar") tars.push_back(it->path().string());
   }
+  if (ec) return UnavailableError("cannot list '" + path + "': " + ec.message());
   std::sort(tars.begin(), tars.end());
   if (tars.empty()) return NotFoundError("no .tar files in '" + path + "'");
   return Open(std::move(tars));

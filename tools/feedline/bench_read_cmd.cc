@@ -12,26 +12,42 @@
 #include "feedline/loader.h"
 #include "feedline/source.h"
 #include "tools/feedline/commands.h"
-#include "tools/feedline/flags.h"
 
 namespace feedline::cli {
 
+const Usage& BenchReadUsage() {
+  static const Usage u = {
+      "bench-read",
+      {"SRC [options]"},
+      "read throughput of a source, no decode (JSON)",
+      "Reads every sample's bytes through the engine in shuffled order, K passes, and prints one\n"
+      "JSON line: samples/s and MB/s.",
+      {{"SRC", "packed shards, WebDataset tars, an ImageFolder tree, or an http(s):// URL"}},
+      {{"threads", "N", "0 = auto", "loader threads"},
+       {"passes", "K", "3", "passes over the whole source"},
+       {"read-ahead-bytes", "N", "64 MiB for a URL, 0 otherwise", "bytes of shard data read ahead"}},
+  };
+  return u;
+}
+
 int RunBenchRead(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {"threads", "passes", "read-ahead-bytes"}, {});
-  if (!f.ok() || f->positional().size() != 1) {
-    std::fprintf(stderr, "usage: feedline bench-read SRC [--threads N] [--passes K]\n");
-    return 2;
-  }
-  auto threads = f->GetUint("threads", 0), passes = f->GetUint("passes", 3);
-  SourceOptions so;
-  auto ra = f->GetUint("read-ahead-bytes", ~uint64_t{0});
-  if (ra.ok()) so.read_ahead_bytes = *ra;
-  auto source = OpenSource(f->positional()[0], so);
-  if (!threads.ok() || !passes.ok() || !source.ok()) {
-    std::fprintf(stderr, "feedline bench-read: %s\n",
-                 (!source.ok() ? source.status() : InvalidArgumentError("bad number")).ToString().c_str());
+  Flags flags;
+  if (auto rc = ParseOrExit(args, BenchReadUsage(), &flags)) return *rc;
+  const Flags* f = &flags;
+  if (f->positional().size() != 1) return UsageError(BenchReadUsage(), "expected one SRC");
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "feedline bench-read: %s\n", st.ToString().c_str());
     return 1;
+  };
+  auto threads = f->GetUint("threads", 0), passes = f->GetUint("passes", 3);
+  auto ra = f->GetUint("read-ahead-bytes", ~uint64_t{0});
+  for (const Status& st : {threads.status(), passes.status(), ra.status()}) {
+    if (!st.ok()) return fail(st);
   }
+  SourceOptions so;
+  so.read_ahead_bytes = *ra;
+  auto source = OpenSource(f->positional()[0], so);
+  if (!source.ok()) return fail(source.status());
   Pipeline p;
   p.num_samples = source->num_samples;
   p.fields = {{"bytes", DType::kInt64, {}}};
@@ -44,20 +60,14 @@ int RunBenchRead(const std::vector<std::string>& args) {
   o.shuffle = true;
   o.num_threads = static_cast<uint32_t>(*threads);
   auto loader = Loader::Create(p, o);
-  if (!loader.ok()) {
-    std::fprintf(stderr, "feedline bench-read: %s\n", loader.status().ToString().c_str());
-    return 1;
-  }
+  if (!loader.ok()) return fail(loader.status());
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t samples = 0, bytes = 0;
   for (uint64_t pass = 0; pass < *passes;) {
     Batch b;
     bool end = false;
     Status st = (*loader)->Next(&b, &end);
-    if (!st.ok()) {
-      std::fprintf(stderr, "feedline bench-read: %s\n", st.ToString().c_str());
-      return 1;
-    }
+    if (!st.ok()) return fail(st);
     if (end) {
       ++pass;
       continue;

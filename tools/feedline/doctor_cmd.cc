@@ -16,6 +16,21 @@
 
 namespace feedline::cli {
 
+// Only the line `feedline --help` lists: the doctor's options and its
+// --help text are argparse's, in feedline/doctor/__main__.py, so they live in
+// one place; every argument, --help included, goes to it unchanged.
+const Usage& DoctorUsage() {
+  static const Usage u = {
+      "doctor",
+      {"DATA [options]"},
+      "per-stage costs, bottleneck and scaling of a pipeline (python3 -m feedline.doctor)",
+      "",
+      {},
+      {},
+  };
+  return u;
+}
+
 int RunDoctor(const std::vector<std::string>& args) {
   const char* python = std::getenv("FEEDLINE_PYTHON");
   if (python == nullptr) python = FEEDLINE_PYTHON_EXECUTABLE;

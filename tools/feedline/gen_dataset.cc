@@ -21,7 +21,7 @@
 #include "feedline/image.h"
 #include "feedline/random.h"
 #include "tools/feedline/commands.h"
-#include "tools/feedline/flags.h"
+#include "tools/feedline/files.h"
 
 namespace feedline::cli {
 namespace {
@@ -34,18 +34,18 @@ int Fail(const Status& st) {
 }
 
 Result<std::vector<RgbImage>> LoadPhotos(const std::string& dir) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<fs::path> listed, ListDirectory(dir));
   std::vector<fs::path> paths;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string ext = e.path().extension().string();
-    if (ext == ".jpg" || ext == ".png") paths.push_back(e.path());
+  for (const fs::path& p : listed) {
+    const std::string ext = p.extension().string();
+    if (ext == ".jpg" || ext == ".png") paths.push_back(p);
   }
-  if (ec || paths.empty()) return NotFoundError("no .jpg/.png photographs in '" + dir + "'");
+  if (paths.empty()) return NotFoundError("no .jpg/.png photographs in '" + dir + "'");
   std::sort(paths.begin(), paths.end());
   std::vector<RgbImage> photos;
   for (const fs::path& p : paths) {
-    std::ifstream in(p, std::ios::binary);
-    std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(in), {});
+    // A fifo or a folder named like a photograph is an error, not a hang.
+    FEEDLINE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadRegularFile(p.string()));
     Result<RgbImage> img = DecodeImage(bytes);
     if (!img.ok()) return img.status().WithContext(p.string());
     photos.push_back(std::move(img).value());
@@ -115,13 +115,34 @@ Result<Generated> Generate(const std::vector<RgbImage>& photos, uint64_t seed, u
 
 }  // namespace
 
+const Usage& GenDatasetUsage() {
+  static const Usage u = {
+      "gen-dataset",
+      {"OUT [--images N] [options]"},
+      "make the built-in ImageNet-like dataset",
+      "Derives an ImageFolder dataset from photographs, deterministically: image i is a pure function\n"
+      "of (seed, i): a random crop of a photograph resized to ImageNet's typical shapes, tinted per\n"
+      "class, encoded as JPEG at quality 75-95; a fraction is grayscale and a fraction PNG.",
+      {{"OUT", "the folder to write class_NNNN/img_NNNNNNNN.jpg|png into"}},
+      {{"images", "N", "1000", "how many images"},
+       {"classes", "C", "10", "how many classes"},
+       {"seed", "S", "0", "seed of every random choice"},
+       {"photos", "DIR", "tests/data/photos", "the .jpg/.png photographs to derive images from"},
+       {"gray-fraction", "F", "0.1", "fraction of grayscale images"},
+       {"png-fraction", "F", "0.05", "fraction of PNG images"},
+       {"threads", "T", "0 = one per core", "encoding threads"}},
+  };
+  return u;
+}
+
 int RunGenDataset(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {"images", "classes", "seed", "photos", "gray-fraction", "png-fraction", "threads"}, {});
-  if (!f.ok()) return Fail(f.status());
-  if (f->positional().size() != 1) return Fail(InvalidArgumentError("usage: feedline gen-dataset OUT --images N"));
+  Flags flags;
+  if (auto rc = ParseOrExit(args, GenDatasetUsage(), &flags)) return *rc;
+  const Flags* f = &flags;
+  if (f->positional().size() != 1) return UsageError(GenDatasetUsage(), "expected one OUT");
   const std::string out = f->positional()[0];
   auto images = f->GetUint("images", 1000), classes = f->GetUint("classes", 10), seed = f->GetUint("seed", 0);
-  auto threads = f->GetUint("threads", std::thread::hardware_concurrency());
+  auto threads = f->GetUint("threads", 0);
   auto gray = f->GetDouble("gray-fraction", 0.1), png = f->GetDouble("png-fraction", 0.05);
   for (const Status& st : {images.status(), classes.status(), seed.status(), threads.status(),
                            gray.status(), png.status()}) {
@@ -152,8 +173,13 @@ int RunGenDataset(const std::vector<std::string>& args) {
         std::ofstream o(tmp, std::ios::binary);
         o.write(reinterpret_cast<const char*>(g->bytes.data()), static_cast<std::streamsize>(g->bytes.size()));
         o.close();
-        if (!o) st = UnavailableError("cannot write '" + tmp.string() + "'");
-        else fs::rename(tmp, final_path, ec);
+        std::error_code rename_ec;
+        if (!o) {
+          st = UnavailableError("cannot write '" + tmp.string() + "'");
+        } else {
+          fs::rename(tmp, final_path, rename_ec);
+          if (rename_ec) st = UnavailableError("cannot rename '" + tmp.string() + "': " + rename_ec.message());
+        }
         bytes += g->bytes.size();
       }
       if (!st.ok()) {
@@ -164,7 +190,8 @@ int RunGenDataset(const std::vector<std::string>& args) {
     }
   };
   std::vector<std::thread> pool;
-  for (uint64_t t = 0; t < std::max<uint64_t>(1, *threads); ++t) pool.emplace_back(work);
+  const uint64_t num_threads = *threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *threads;
+  for (uint64_t t = 0; t < num_threads; ++t) pool.emplace_back(work);
   for (auto& t : pool) t.join();
   if (!first_error.ok()) return Fail(first_error);
   std::printf("wrote %llu images (%.1f MB) in %llu classes to %s\n",

@@ -8,6 +8,7 @@
 //   feedline image crops --width W --height H --count N [--seed S] [--recipe R]
 //     prints the crop boxes the recipe draws for samples 0..N-1 (CSV).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -15,20 +16,16 @@
 
 #include "feedline/image.h"
 #include "tools/feedline/commands.h"
-#include "tools/feedline/flags.h"
+#include "tools/feedline/files.h"
 
 namespace feedline::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 int Fail(const Status& st) {
   std::fprintf(stderr, "feedline image: %s\n", st.ToString().c_str());
   return 1;
-}
-
-Result<std::vector<uint8_t>> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open '" + path + "'");
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
 Result<ImageTransform> TransformFromFlags(const Flags& f) {
@@ -72,8 +69,8 @@ void PrintBox(const CropBox& b) {
 }
 
 int Info(const Flags& f) {
-  if (f.positional().size() != 2) return Fail(InvalidArgumentError("usage: image info FILE"));
-  auto bytes = ReadFile(f.positional()[1]);
+  if (f.positional().size() != 2) return UsageError(ImageUsage(), "image info takes one FILE");
+  auto bytes = ReadRegularFile(f.positional()[1]);
   if (!bytes.ok()) return Fail(bytes.status());
   auto info = ReadImageInfo(*bytes);
   if (!info.ok()) return Fail(info.status());
@@ -83,10 +80,10 @@ int Info(const Flags& f) {
 }
 
 int Transform(const Flags& f) {
-  if (f.positional().size() != 3) return Fail(InvalidArgumentError("usage: image transform FILE OUT"));
+  if (f.positional().size() != 3) return UsageError(ImageUsage(), "image transform takes FILE and OUT");
   auto t = TransformFromFlags(f);
   if (!t.ok()) return Fail(t.status());
-  auto bytes = ReadFile(f.positional()[1]);
+  auto bytes = ReadRegularFile(f.positional()[1]);
   if (!bytes.ok()) return Fail(bytes.status());
   auto info = ReadImageInfo(*bytes, t->limits);
   if (!info.ok()) return Fail(info.status());
@@ -117,6 +114,13 @@ int Transform(const Flags& f) {
   std::vector<uint8_t> out(ImageField(*t).SampleBytes());
   Status st = TransformImage(*bytes, *t, box, out.data());
   if (!st.ok()) return Fail(st);
+  // An existing OUT must be a regular file: opening a fifo would block.
+  std::error_code ec;
+  const fs::file_status out_status = fs::status(f.positional()[2], ec);
+  if (out_status.type() != fs::file_type::not_found && !fs::is_regular_file(out_status)) {
+    Status out_ok = RequireRegularFile(f.positional()[2]);
+    if (!out_ok.ok()) return Fail(out_ok.WithContext("OUT"));
+  }
   std::ofstream o(f.positional()[2], std::ios::binary);
   o.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
   if (!o) return Fail(InternalError("cannot write '" + f.positional()[2] + "'"));
@@ -142,18 +146,44 @@ int Crops(const Flags& f) {
 
 }  // namespace
 
+const Usage& ImageUsage() {
+  static const Usage u = {
+      "image",
+      {"info FILE", "transform FILE OUT [options]", "crops [options]"},
+      "inspect the image path on one file",
+      "info: format, size and channels of FILE.\n"
+      "transform: runs the image path on FILE, writes the output tensor's raw bytes to OUT and prints\n"
+      "the crop used (--crop, or the recipe's random crop for --seed and --id).\n"
+      "crops: prints the crop boxes the recipe draws for samples 0..N-1 of a WxH image (CSV).",
+      {{"FILE", "a JPEG or PNG file"}, {"OUT", "where transform writes the tensor's bytes"}},
+      {{"recipe", "R", "train", "train (random resized crop + flip), eval (resize + centre crop) or full"},
+       {"size", "N", "224", "output side"},
+       {"resize", "N", "256", "eval: the shorter side before the centre crop"},
+       {"crop", "X,Y,W,H", "the recipe's crop", "transform: crop this region, then resize"},
+       {"flip", "", "", "transform: flip horizontally"},
+       {"seed", "S", "0", "seed of the recipe's random choices"},
+       {"id", "I", "0", "transform: the sample id whose random choices to use"},
+       {"dtype", "T", "float32", "uint8, float32, float16 or bfloat16"},
+       {"layout", "L", "chw", "chw or hwc"},
+       {"interpolation", "M", "bilinear", "bilinear or bicubic"},
+       {"no-normalize", "", "", "skip the mean/std normalisation"},
+       {"no-dct-scaling", "", "", "decode JPEGs at full size, not at a reduced DCT scale"},
+       {"width", "W", "500", "crops: the image width"},
+       {"height", "H", "375", "crops: the image height"},
+       {"count", "N", "1000", "crops: how many samples"}},
+  };
+  return u;
+}
+
 int RunImage(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args,
-                            {"recipe", "size", "resize", "crop", "seed", "id", "dtype", "layout",
-                             "interpolation", "width", "height", "count"},
-                            {"flip", "no-normalize", "no-dct-scaling"});
-  if (!flags.ok()) return Fail(flags.status());
-  const auto& p = flags->positional();
-  if (p.empty()) return Fail(InvalidArgumentError("usage: feedline image info|transform|crops ..."));
-  if (p[0] == "info") return Info(*flags);
-  if (p[0] == "transform") return Transform(*flags);
-  if (p[0] == "crops") return Crops(*flags);
-  return Fail(InvalidArgumentError("unknown image command '" + p[0] + "'"));
+  Flags flags;
+  if (auto rc = ParseOrExit(args, ImageUsage(), &flags)) return *rc;
+  const auto& p = flags.positional();
+  if (p.empty()) return UsageError(ImageUsage(), "expected info, transform or crops");
+  if (p[0] == "info") return Info(flags);
+  if (p[0] == "transform") return Transform(flags);
+  if (p[0] == "crops") return Crops(flags);
+  return UsageError(ImageUsage(), "unknown image command '" + p[0] + "'");
 }
 
 }  // namespace feedline::cli

@@ -1,48 +1,80 @@
-// feedline: command-line entry point. Dispatches to one file per subcommand.
+// feedline: command-line entry point. Dispatches to one file per subcommand;
+// the list `feedline --help` prints is built from each command's Usage.
 #include <cstdio>
-#include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "tools/feedline/commands.h"
 
+namespace feedline::cli {
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {DemoUsage, RunDemo},
+      {ImageUsage, RunImage},
+      {GenDatasetUsage, RunGenDataset},
+      {BenchPipelineUsage, RunBenchPipeline},
+      {PackUsage, RunPack},
+      {VerifyUsage, RunVerify},
+      {InspectUsage, RunInspect},
+      {BenchReadUsage, RunBenchRead},
+      {DoctorUsage, RunDoctor},
+  };
+  return commands;
+}
+
+}  // namespace feedline::cli
+
 namespace {
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: feedline <command> [options]\n"
-               "commands:\n"
-               "  demo [--samples N] [--threads N]   run the engine demonstration\n"
-               "  image info|transform|crops ...     inspect the image path on one file\n"
-               "  gen-dataset OUT --images N ...     make the built-in ImageNet-like dataset\n"
-               "  bench-pipeline DIR [options]       measure one loader configuration (JSON)\n"
-               "  pack SRC OUT [options]             pack an image folder or list into shards\n"
-               "  verify DIR                         check every checksum of a packed dataset\n"
-               "  inspect DIR                        summarise a packed dataset\n"
-               "  bench-read SRC [options]           read throughput of a source, no decode (JSON)\n"
-               "  doctor DATA [options]              per-stage costs, bottleneck and scaling of a pipeline\n"
-               "                                     (--help for options; python3 -m feedline.doctor)\n");
+using feedline::cli::Command;
+using feedline::cli::Commands;
+
+void PrintUsage(std::FILE* out) {
+  std::fprintf(out, "usage: feedline <command> [options]\n       feedline <command> --help\n\ncommands:\n");
+  for (const Command& c : Commands()) {
+    const feedline::cli::Usage& u = c.usage();
+    std::fprintf(out, "  %-16s %s\n", u.command.c_str(), u.summary.c_str());
+  }
+}
+
+const Command* Find(const std::string& name) {
+  for (const Command& c : Commands()) {
+    if (c.usage().command == name) return &c;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    Usage();
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
   }
-  const std::string command = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "demo") return feedline::cli::RunDemo(args);
-  if (command == "image") return feedline::cli::RunImage(args);
-  if (command == "gen-dataset") return feedline::cli::RunGenDataset(args);
-  if (command == "bench-pipeline") return feedline::cli::RunBenchPipeline(args);
-  if (command == "pack") return feedline::cli::RunPack(args);
-  if (command == "verify") return feedline::cli::RunVerify(args);
-  if (command == "inspect") return feedline::cli::RunInspect(args);
-  if (command == "bench-read") return feedline::cli::RunBenchRead(args);
-  if (command == "doctor") return feedline::cli::RunDoctor(args);
-  std::fprintf(stderr, "feedline: unknown command '%s'\n", command.c_str());
-  Usage();
-  return 2;
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    if (command != "help" || args.empty()) {
+      PrintUsage(stdout);
+      return 0;
+    }
+    command = args[0];  // `feedline help CMD` is `feedline CMD --help`
+    args = {"--help"};
+  }
+  const Command* c = Find(command);
+  if (c == nullptr) {
+    std::fprintf(stderr, "feedline: unknown command '%s'\n\n", command.c_str());
+    PrintUsage(stderr);
+    return 2;
+  }
+  // Commands report errors as Status; this is the edge where anything that
+  // still escapes (a library throwing) becomes a message instead of abort().
+  try {
+    return c->run(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "feedline %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
 }

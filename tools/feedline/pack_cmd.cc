@@ -35,6 +35,7 @@
 #include "feedline/image_folder.h"
 #include "feedline/shard.h"
 #include "tools/feedline/commands.h"
+#include "tools/feedline/files.h"
 #include "tools/feedline/flags.h"
 
 namespace feedline::cli {
@@ -56,6 +57,7 @@ struct Entry {
 };
 
 Result<std::vector<Entry>> ReadList(const fs::path& list) {
+  FEEDLINE_RETURN_IF_ERROR(RequireRegularFile(list).WithContext("list file"));
   std::ifstream in(list);
   if (!in) return NotFoundError("cannot open list '" + list.string() + "'");
   const fs::path base = list.parent_path();
@@ -143,13 +145,14 @@ Status PrepareOutput(const fs::path& out, const Options& o) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return UnavailableError("cannot create '" + out.string() + "': " + ec.message());
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<fs::path> listed, ListDirectory(out));
   size_t ours = 0, others = 0;
-  for (const auto& e : fs::directory_iterator(out)) {
-    if (e.path().extension() == ".partial") {
-      fs::remove(e.path(), ec);  // a killed run's leftover: never complete
+  for (const fs::path& p : listed) {
+    if (p.extension() == ".partial") {
+      fs::remove(p, ec);  // a killed run's leftover: never complete
       continue;
     }
-    (IsOurs(e.path()) ? ours : others) += 1;
+    (IsOurs(p) ? ours : others) += 1;
   }
   if (others > 0) {
     return FailedPreconditionError("output '" + out.string() + "' holds " + std::to_string(others) +
@@ -160,7 +163,10 @@ Status PrepareOutput(const fs::path& out, const Options& o) {
                                    " shard/manifest files); pass --overwrite to replace them or --resume to continue");
   }
   if (o.overwrite) {
-    for (const auto& e : fs::directory_iterator(out)) fs::remove(e.path(), ec);
+    for (const fs::path& p : listed) {
+      if (p.extension() == ".partial") continue;
+      if (!fs::remove(p, ec) && ec) return UnavailableError("cannot remove '" + p.string() + "': " + ec.message());
+    }
   }
   return Status::OK();
 }
@@ -169,14 +175,17 @@ int Merge(const fs::path& out) {
   std::regex part_re(R"(manifest\.part-(\d+)-of-(\d+)\.json)");
   std::vector<std::pair<int, fs::path>> parts;
   int total = -1;
-  for (const auto& e : fs::directory_iterator(out)) {
+  auto listed = ListDirectory(out);
+  if (!listed.ok()) return Fail(listed.status());
+  for (const fs::path& path : *listed) {
     std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (!std::regex_match(name, m, part_re)) continue;
+    const std::string name = path.filename().string();
+    // At most 9 digits: --part writes what fits an int, and stoi must not throw.
+    if (!std::regex_match(name, m, part_re) || m[1].length() > 9 || m[2].length() > 9) continue;
     const int n = std::stoi(m[2]);
     if (total >= 0 && n != total) return Fail(InvalidArgumentError("part manifests disagree on the number of parts"));
     total = n;
-    parts.emplace_back(std::stoi(m[1]), e.path());
+    parts.emplace_back(std::stoi(m[1]), path);
   }
   if (total < 0) return Fail(NotFoundError("no part manifests in '" + out.string() + "'"));
   std::sort(parts.begin(), parts.end());
@@ -186,9 +195,9 @@ int Merge(const fs::path& out) {
   }
   DatasetManifest merged;
   for (const auto& [i, path] : parts) {
-    std::ifstream in(path);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    auto m = DatasetManifest::Parse(text);
+    auto bytes = ReadRegularFile(path.string());
+    if (!bytes.ok()) return Fail(bytes.status());
+    auto m = DatasetManifest::Parse(std::string(bytes->begin(), bytes->end()));
     if (!m.ok()) return Fail(m.status().WithContext(path.string()));
     if (i > 0 && m->classes != merged.classes) {
       return Fail(InvalidArgumentError("part " + std::to_string(i) + " lists other classes than part 0"));
@@ -206,14 +215,37 @@ int Merge(const fs::path& out) {
 
 }  // namespace
 
+const Usage& PackUsage() {
+  static const Usage u = {
+      "pack",
+      {"SRC OUT [options]", "--merge OUT"},
+      "pack an image folder or list into shards",
+      "Records keep the source order (sorted for folders) and shards are cut at fixed points of the\n"
+      "input size, so the output is the same for the same input whatever the thread count. Shards and\n"
+      "the manifest are written to .partial names, fsynced and renamed: a crash never leaves a\n"
+      "dataset that looks complete.",
+      {{"SRC", "an ImageFolder tree (class sub-folders give labels), or a list file: .csv\n"
+               "(path,label[,key]) or .jsonl ({\"path\", \"label\", \"key\"} per line)"},
+       {"OUT", "the output folder (created; must be empty unless --overwrite or --resume)"}},
+      {{"shard-bytes", "N", std::to_string(Options{}.shard_bytes), "cut a shard after N bytes of input data"},
+       {"threads", "N", "0 = one per core", "shards written in parallel"},
+       {"part", "I/N", "0/1, everything", "pack only the I-th of N slices, with its own part manifest"},
+       {"overwrite", "", "", "replace the shards and manifest already in OUT"},
+       {"resume", "", "", "keep the finished shards of a killed run that match the plan"},
+       {"merge", "", "", "join the part manifests in OUT into one manifest"}},
+  };
+  return u;
+}
+
 int RunPack(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {"shard-bytes", "threads", "part"}, {"overwrite", "resume", "merge", "skip-hidden-dirs"});
-  if (!f.ok()) return Fail(f.status());
+  Flags flags;
+  if (auto rc = ParseOrExit(args, PackUsage(), &flags)) return *rc;
+  const Flags* f = &flags;
   if (f->Has("merge")) {
-    if (f->positional().size() != 1) return Fail(InvalidArgumentError("usage: feedline pack --merge OUT"));
+    if (f->positional().size() != 1) return UsageError(PackUsage(), "--merge takes one folder, OUT");
     return Merge(f->positional()[0]);
   }
-  if (f->positional().size() != 2) return Fail(InvalidArgumentError("usage: feedline pack SRC OUT [options]"));
+  if (f->positional().size() != 2) return UsageError(PackUsage(), "expected SRC and OUT");
   Options o;
   auto sb = f->GetUint("shard-bytes", o.shard_bytes), th = f->GetUint("threads", 0);
   if (!sb.ok()) return Fail(sb.status());
@@ -222,17 +254,24 @@ int RunPack(const std::vector<std::string>& args) {
   o.threads = static_cast<uint32_t>(*th == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *th);
   o.overwrite = f->Has("overwrite");
   o.resume = f->Has("resume");
-  if (o.overwrite && o.resume) return Fail(InvalidArgumentError("--overwrite and --resume exclude each other"));
+  if (o.overwrite && o.resume) return UsageError(PackUsage(), "--overwrite and --resume exclude each other");
   if (f->Has("part") && std::sscanf(f->Get("part").c_str(), "%u/%u", &o.part, &o.parts) != 2) {
     return Fail(InvalidArgumentError("--part wants i/n"));
   }
   if (o.parts == 0 || o.part >= o.parts) return Fail(InvalidArgumentError("--part i/n needs 0 <= i < n"));
   const fs::path src = f->positional()[0], out = f->positional()[1];
+  Status st;
 
   // The entries, in a deterministic order.
   std::vector<Entry> entries;
   std::vector<std::string> classes;
-  if (fs::is_directory(src)) {
+  std::error_code ec;
+  const fs::file_status src_status = fs::status(src, ec);
+  if (ec || !(fs::is_directory(src_status) || fs::is_regular_file(src_status))) {
+    // Names what SRC is instead: missing, a symlink loop, a fifo...
+    return Fail(RequireRegularFile(src).WithContext("SRC (a folder or a list file)"));
+  }
+  if (fs::is_directory(src_status)) {
     ImageFolderOptions folder_options;
     folder_options.skip_hidden_dirs = f->Has("skip-hidden-dirs");
     auto folder = ImageFolder::Open(src.string(), folder_options);
@@ -248,8 +287,10 @@ int RunPack(const std::vector<std::string>& args) {
   }
   const size_t n = entries.size();
   const size_t begin = n * o.part / o.parts, end = n * (o.part + 1) / o.parts;
-  std::error_code ec;
   for (size_t i = begin; i < end; ++i) {
+    // A list may name a fifo or a folder: refuse it here, before any open.
+    st = RequireRegularFile(entries[i].path);
+    if (!st.ok()) return Fail(st);
     entries[i].bytes = fs::file_size(entries[i].path, ec);
     if (ec) return Fail(NotFoundError("cannot stat '" + entries[i].path + "': " + ec.message()));
   }
@@ -267,7 +308,7 @@ int RunPack(const std::vector<std::string>& args) {
     p.name = prefix + name;
     plan.push_back(p);
   }
-  Status st = PrepareOutput(out, o);
+  st = PrepareOutput(out, o);
   if (!st.ok()) return Fail(st);
 
   std::vector<ShardInfo> infos(plan.size());

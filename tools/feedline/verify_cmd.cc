@@ -5,8 +5,6 @@
 // `feedline inspect DIR`: records, bytes, classes, image formats and sizes.
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <string>
@@ -21,8 +19,6 @@
 
 namespace feedline::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 // A local directory or an http(s):// URL, through the same file seam the
 // loader reads with.
@@ -40,12 +36,37 @@ Result<DatasetManifest> LoadManifest(const std::string& dir) {
 
 }  // namespace
 
+const Usage& VerifyUsage() {
+  static const Usage u = {
+      "verify",
+      {"DIR|URL"},
+      "check every checksum of a packed dataset",
+      "Checks the header, footer, index and every record of every shard, and each shard's whole-file\n"
+      "CRC against the manifest; prints each bad record with shard, record number and offset. Exit\n"
+      "code 1 if anything is wrong.",
+      {{"DIR|URL", "a folder written by feedline pack, or its http(s):// URL"}},
+      {},
+  };
+  return u;
+}
+
+const Usage& InspectUsage() {
+  static const Usage u = {
+      "inspect",
+      {"DIR|URL"},
+      "summarise a packed dataset",
+      "Prints records, bytes, classes, records per label, image formats and size percentiles.",
+      {{"DIR|URL", "a folder written by feedline pack, or its http(s):// URL"}},
+      {},
+  };
+  return u;
+}
+
 int RunVerify(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {}, {});
-  if (!f.ok() || f->positional().size() != 1) {
-    std::fprintf(stderr, "usage: feedline verify DIR\n");
-    return 2;
-  }
+  Flags flags;
+  if (auto rc = ParseOrExit(args, VerifyUsage(), &flags)) return *rc;
+  const Flags* f = &flags;
+  if (f->positional().size() != 1) return UsageError(VerifyUsage(), "expected one DIR");
   const std::string dir = f->positional()[0];
   auto m = LoadManifest(dir);
   if (!m.ok()) {
@@ -91,11 +112,10 @@ int RunVerify(const std::vector<std::string>& args) {
 }
 
 int RunInspect(const std::vector<std::string>& args) {
-  auto f = Flags::Parse(args, {}, {});
-  if (!f.ok() || f->positional().size() != 1) {
-    std::fprintf(stderr, "usage: feedline inspect DIR\n");
-    return 2;
-  }
+  Flags flags;
+  if (auto rc = ParseOrExit(args, InspectUsage(), &flags)) return *rc;
+  const Flags* f = &flags;
+  if (f->positional().size() != 1) return UsageError(InspectUsage(), "expected one DIR");
   auto ds = ShardDataset::Open(f->positional()[0]);
   if (!ds.ok()) {
     std::fprintf(stderr, "feedline inspect: %s\n", ds.status().ToString().c_str());
