@@ -85,6 +85,33 @@ class TarDatasetTest : public ::testing::Test {
   testing::RawEpoch clean_;
 };
 
+// The fuzzer's seeds (tests/fuzz/make_tar_seeds.py, written by Python's
+// tarfile) index as they should: one per header dialect.
+TEST(TarDialectTest, EveryHeaderDialectIndexes) {
+  const std::string dir = FEEDLINE_TAR_SEEDS_DIR;
+  const std::string long_dir = "n01440764/" + std::string(120, 'd');
+  const std::map<std::string, std::vector<std::pair<std::string, int64_t>>> want = {
+      {"ustar.tar", {{"train/a0", 0}, {"train/a1", 1}}},
+      {"base256_size.tar", {{"train/a0", 0}, {"train/a1", 1}}},
+      {"ustar_prefix.tar", {{long_dir.substr(0, 90) + "/s0", 0}}},
+      {"gnu_longname.tar", {{long_dir + "/s0", 0}, {long_dir + "/s1", 1}}},
+      {"pax_path.tar", {{long_dir + "/p0", 0}, {"short/p1", 1}}},
+      {"no_label.tar", {{"k/x", -1}}},
+  };
+  for (const auto& [name, samples] : want) {
+    auto ds = TarDataset::Open({dir + "/" + name});
+    ASSERT_TRUE(ds.ok()) << name << ": " << ds.status();
+    ASSERT_EQ((*ds)->num_samples(), samples.size()) << name;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_EQ((*ds)->sample(i).key, samples[i].first) << name;
+      EXPECT_EQ((*ds)->sample(i).label, samples[i].second) << name;
+      std::vector<uint8_t> bytes;
+      ASSERT_TRUE((*ds)->Read(i, &bytes).ok()) << name;
+      EXPECT_EQ(bytes.size() >= 8 ? std::string(bytes.begin() + 1, bytes.begin() + 4) : "", "PNG") << name;
+    }
+  }
+}
+
 TEST_F(TarDatasetTest, EioInAnImageMemberNamesTheTarSampleKeyAndOffset) {
   testing::Faults faults;
   faults.eio_at_offset = image_offset_[3] + 200;
