@@ -1,12 +1,16 @@
 // Random-access files: the seam between readers and where bytes live (a
 // local file via pread, or an HTTP(S) URL via range requests), in the manner
-// of leveldb's Env. Also where tests inject faults.
+// of leveldb's Env. Also where tests inject faults: SetFileWrapperForTesting
+// passes every file OpenFile opens through a test's wrapper (tests/io/
+// fault_file.h injects EIO, short reads and latency that way).
 //
-// Thread safety: Read and size are safe for concurrent use.
+// Thread safety: Read and size are safe for concurrent use; so are OpenFile
+// and SetFileWrapperForTesting.
 #ifndef FEEDLINE_FILE_H_
 #define FEEDLINE_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +46,15 @@ FEEDLINE_EXPORT bool IsUrl(const std::string& name);
 // HEAD request and the server must honour Range).
 FEEDLINE_EXPORT Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name,
                                                                   const HttpOptions& http = {});
+
+// Test seam (leveldb's Env in spirit): while a wrapper is installed, every
+// file OpenFile opens successfully, local or remote, is handed to it and
+// the file it returns is what the caller gets; readers (shards, tars,
+// manifests) cannot tell. Files opened before the call keep what they were.
+// An empty wrapper removes it. Returns the previous one, so a test can
+// restore it. For tests only: production code never installs one.
+using FileWrapper = std::function<std::unique_ptr<RandomAccessFile>(std::unique_ptr<RandomAccessFile>)>;
+FEEDLINE_EXPORT FileWrapper SetFileWrapperForTesting(FileWrapper wrapper);
 
 // `base` joined with `leaf` for paths and URLs alike.
 FEEDLINE_EXPORT std::string JoinName(const std::string& base, const std::string& leaf);

@@ -78,7 +78,38 @@ bool RaiseDescriptorLimit() {
 
 }  // namespace
 
+namespace {
+
+std::mutex wrapper_mu;
+FileWrapper& Wrapper() {
+  static FileWrapper* wrapper = new FileWrapper();  // never destroyed: files may open during exit
+  return *wrapper;
+}
+
+Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name, const HttpOptions& http);
+
+}  // namespace
+
+FileWrapper SetFileWrapperForTesting(FileWrapper wrapper) {
+  std::lock_guard<std::mutex> l(wrapper_mu);
+  std::swap(Wrapper(), wrapper);
+  return wrapper;
+}
+
 Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, const HttpOptions& http) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenUnwrapped(name, http));
+  FileWrapper wrap;
+  {
+    std::lock_guard<std::mutex> l(wrapper_mu);
+    wrap = Wrapper();
+  }
+  // Called without the lock: a wrapper may open files itself.
+  return wrap ? wrap(std::move(file)) : std::move(file);
+}
+
+namespace {
+
+Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name, const HttpOptions& http) {
   if (IsUrl(name)) return io::OpenHttpFile(name, http);
   // O_NONBLOCK: opening a fifo must not wait for a writer; it is refused below.
   constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
@@ -108,5 +139,7 @@ Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, cons
   }
   return std::unique_ptr<RandomAccessFile>(new PosixFile(name, fd, static_cast<uint64_t>(st.st_size)));
 }
+
+}  // namespace
 
 }  // namespace feedline

@@ -143,7 +143,13 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
   // the record's share of the file.
   const uint64_t extent = end - offset;
   scratch->resize(extent);
-  FEEDLINE_RETURN_IF_ERROR(ReadAt(offset, scratch->data(), extent));
+  // The file names itself and the offset; say which record it was too
+  // (keeping the code: EIO stays Unavailable, a short file DataLoss).
+  const Status read = ReadAt(offset, scratch->data(), extent);
+  if (!read.ok()) {
+    return read.WithContext("shard '" + path_ + "' record " + std::to_string(i) + " at offset " +
+                            std::to_string(offset));
+  }
   const uint8_t* h = scratch->data();
   if (std::memcmp(h, shard::kRecordMagic, sizeof(shard::kRecordMagic)) != 0) {
     return RecordError(i, "bad record magic (index points at no record)");

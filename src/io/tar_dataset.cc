@@ -94,7 +94,9 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
     uint64_t pos = 0;
     bool ended = false;
     while (pos + kBlock <= size) {
-      FEEDLINE_RETURN_IF_ERROR(file.Read(pos, kBlock, h));
+      // Read errors name the tar and the member as the parse errors do.
+      const Status read = file.Read(pos, kBlock, h);
+      if (!read.ok()) return read.WithContext("tar '" + path + "' member header at offset " + std::to_string(pos));
       if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) {
         ended = true;  // end-of-archive marker
         break;
@@ -119,7 +121,10 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
       if (type == 'L' || type == 'x') {  // GNU long name / PAX header for the next member
         if (member_size > (1u << 20)) return bad(pos, "oversized extended header");
         std::string text(member_size, '\0');
-        FEEDLINE_RETURN_IF_ERROR(file.Read(data, member_size, text.data()));
+        const Status read_text = file.Read(data, member_size, text.data());
+        if (!read_text.ok()) {
+          return read_text.WithContext("tar '" + path + "' member header at offset " + std::to_string(pos));
+        }
         long_name = type == 'L' ? Field(reinterpret_cast<const uint8_t*>(text.data()), text.size()) : PaxPath(text);
       } else if (type == '0' || type == '\0' || type == '7') {  // regular file
         if (!long_name.empty()) name = long_name;
@@ -165,7 +170,11 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         } else if (ext == "cls") {
           if (m.size > kMaxClsBytes) return bad(m.header_offset, "'" + m.name + "' is too long for a label");
           std::string text(m.size, '\0');
-          FEEDLINE_RETURN_IF_ERROR(file.Read(m.offset, m.size, text.data()));
+          const Status read = file.Read(m.offset, m.size, text.data());
+          if (!read.ok()) {
+            return read.WithContext("tar '" + path + "' label member '" + m.name + "' at offset " +
+                                    std::to_string(m.header_offset));
+          }
           char* end = nullptr;
           s.label = std::strtoll(text.c_str(), &end, 10);
           while (end && (*end == '\n' || *end == ' ' || *end == '\r')) ++end;
@@ -199,7 +208,12 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string
 Status TarDataset::Read(uint64_t i, std::vector<uint8_t>* out) const {
   const TarSample& s = samples_[i];
   out->resize(s.size);
-  return files_[s.tar]->Read(s.offset, s.size, out->data());
+  const Status st = files_[s.tar]->Read(s.offset, s.size, out->data());
+  if (!st.ok()) {
+    return st.WithContext("tar '" + paths_[s.tar] + "' sample " + std::to_string(i) + " '" + s.key +
+                          "' at offset " + std::to_string(s.offset));
+  }
+  return Status::OK();
 }
 
 namespace {

@@ -14,11 +14,13 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "feedline/shard_format.h"
 #include "gtest/gtest.h"
 #include "src/core/crc32c.h"
+#include "tests/io/fault_file.h"
 
 namespace feedline {
 namespace {
@@ -384,6 +386,116 @@ TEST_F(ShardTest, TheSoftDescriptorLimitIsRaisedToTheHardOne) {
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_EQ(opened, 32u);
   EXPECT_EQ(now.rlim_cur, saved.rlim_max);
+}
+
+// Fault injection through the file interface (tests/io/fault_file.h):
+// every fault is an error naming the shard, the record, the offset and the
+// reason, and touches that record alone.
+
+// Opens `path` through `faults`.
+Result<std::unique_ptr<ShardReader>> OpenWithFaults(const std::string& path, const testing::Faults& faults) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path));
+  return ShardReader::Open(testing::WithFaults(std::move(file), faults));
+}
+
+TEST_F(ShardTest, EioAtRecordOffsetNamesTheRecord) {
+  const auto records = MakeRecords(10, 300);
+  const std::string path = Write("eio.fls", records);
+  auto clean = ShardReader::Open(path);
+  ASSERT_TRUE(clean.ok());
+  testing::Faults faults;
+  faults.eio_at_offset = (*clean)->record_offset(4) + 30;
+  auto r = OpenWithFaults(path, faults);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (uint64_t i = 0; i < 10; ++i) {
+    if (i != 4) {
+      ExpectRecord(**r, i, records[i]);
+      continue;
+    }
+    std::vector<uint8_t> scratch;
+    ShardRecord rec;
+    const Status st = (*r)->Read(4, &scratch, &rec);
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+    const std::string m(st.message());
+    for (const std::string& part : {"shard '" + path + "'", std::string("record 4 "),
+                                   "offset " + std::to_string(faults.eio_at_offset),
+                                   std::string("Input/output error")}) {
+      EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
+    }
+  }
+}
+
+TEST_F(ShardTest, EioWhileOpeningNamesTheShardAndTheOffset) {
+  const std::string path = Write("open.fls", MakeRecords(3, 50));
+  // Open reads the header, the footer and the index: fail each in turn.
+  for (uint64_t nth : {1, 2, 3}) {
+    testing::Faults faults;
+    faults.eio_on_read = nth;
+    auto r = OpenWithFaults(path, faults);
+    ASSERT_FALSE(r.ok()) << "read " << nth;
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("read at offset"), std::string::npos) << r.status();
+  }
+}
+
+TEST_F(ShardTest, EioOnTheNthReadFailsThatReadAloneAndARetryGetsTheRecord) {
+  const auto records = MakeRecords(8, 200);
+  const std::string path = Write("nth.fls", records);
+  testing::Faults faults;
+  faults.eio_on_read = 3 + 6;  // Open's three reads, then records 0..5
+  auto r = OpenWithFaults(path, faults);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (uint64_t i = 0; i < 8; ++i) {
+    std::vector<uint8_t> scratch;
+    ShardRecord rec;
+    const Status st = (*r)->Read(i, &scratch, &rec);
+    if (i == 5) {
+      EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+      EXPECT_NE(st.message().find("record 5 at offset " + std::to_string((*r)->record_offset(5))),
+                std::string::npos) << st;
+    } else {
+      ASSERT_TRUE(st.ok()) << "record " << i << ": " << st;
+    }
+  }
+  ExpectRecord(**r, 5, records[5]);  // the fault was one read: the next one is whole
+}
+
+TEST_F(ShardTest, AShortReadIsReportedNeverReturnedAsData) {
+  const auto records = MakeRecords(6, 400);
+  const std::string path = Write("short.fls", records);
+  auto clean = ShardReader::Open(path);
+  ASSERT_TRUE(clean.ok());
+  testing::Faults faults;
+  faults.short_at_offset = (*clean)->record_offset(2) + (*clean)->record_extent(2) / 2;
+  faults.short_reads_left = 1;
+  auto r = OpenWithFaults(path, faults);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<uint8_t> scratch;
+  ShardRecord rec;
+  const Status st = (*r)->Read(2, &scratch, &rec);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("record 2 at offset"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("truncated: no data at offset " + std::to_string(faults.short_at_offset)),
+            std::string::npos) << st;
+  EXPECT_TRUE(rec.data.empty() && rec.key.empty()) << "a failed read filled in the record";
+  for (uint64_t i = 0; i < 6; ++i) ExpectRecord(**r, i, records[i]);  // record 2 included: the file healed
+}
+
+TEST_F(ShardTest, LatencyNeverChangesTheBytesUnderConcurrentReads) {
+  const auto records = MakeRecords(12, 2000);
+  const std::string path = Write("slow.fls", records);
+  testing::Faults faults;
+  faults.latency = std::chrono::microseconds(300);
+  auto r = OpenWithFaults(path, faults);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      for (uint64_t k = 0; k < 12; ++k) ExpectRecord(**r, (k * 5 + t) % 12, records[(k * 5 + t) % 12]);
+    });
+  }
+  for (std::thread& t : readers) t.join();
 }
 
 }  // namespace

@@ -1,0 +1,212 @@
+// WebDataset tars (src/io/tar_dataset.cc) under injected file faults
+// (tests/io/fault_file.h). Tars carry no checksums, so a short read is the
+// fault that could slip through as data: it must be an error, and under
+// skip-and-count cost exactly that sample. EIO names the tar, the sample
+// (or the member header being indexed) and the offset; latency changes no
+// byte.
+#include "feedline/webdataset.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/io/fault_file.h"
+#include "tests/io/raw_epoch.h"
+#include "tests/io/tar_writer.h"
+
+namespace feedline {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kSamples = 8, kMaxBytes = 4096;
+
+class TarDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("feedline_tar_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    testing::TarWriter w;
+    for (uint64_t i = 0; i < kSamples; ++i) {
+      const std::string key = "train/s000" + std::to_string(i);
+      std::string image(700 + (i * 613) % 2500, '\0');
+      for (size_t b = 0; b < image.size(); ++b) image[b] = static_cast<char>(i * 13 + b * 5);
+      image_offset_.push_back(w.Add(key + ".png", image));
+      header_offset_.push_back(image_offset_.back() - 512);
+      w.Add(key + ".cls", std::to_string(i % 3) + "\n");
+    }
+    path_ = (dir_ / "shard-000.tar").string();
+    const std::string tar = w.Finish();
+    std::ofstream(path_, std::ios::binary).write(tar.data(), static_cast<std::streamsize>(tar.size()));
+    auto ds = TarDataset::Open({path_});
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    ASSERT_EQ((*ds)->num_samples(), kSamples);
+    clean_ = testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, 1);
+    ASSERT_TRUE(clean_.status.ok()) << clean_.status;
+    ASSERT_EQ(clean_.samples.size(), kSamples);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  testing::RawEpoch RunWithFaults(const testing::Faults& faults, uint32_t threads, ErrorPolicy policy,
+                                  uint64_t max_errors) {
+    testing::FaultInjector injector(faults);
+    auto ds = TarDataset::Open({path_});
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    if (!ds.ok()) return {ds.status(), {}, {}};
+    return testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, threads, policy, max_errors);
+  }
+  void ExpectAllBut(const testing::RawEpoch& e, uint64_t lost) const {
+    EXPECT_EQ(e.samples.count(lost), 0u);
+    EXPECT_EQ(e.samples.size(), kSamples - 1);
+    for (const auto& [id, sample] : clean_.samples) {
+      if (id == lost) continue;
+      auto it = e.samples.find(id);
+      ASSERT_NE(it, e.samples.end()) << "sample " << id << " was lost too";
+      EXPECT_EQ(it->second, sample) << "sample " << id << " differs";
+    }
+  }
+  static void ExpectParts(const Status& st, const std::vector<std::string>& parts) {
+    const std::string m(st.message());
+    for (const std::string& part : parts) {
+      EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
+    }
+  }
+
+  fs::path dir_;
+  std::string path_;
+  std::vector<size_t> image_offset_, header_offset_;
+  testing::RawEpoch clean_;
+};
+
+// The fuzzer's seeds (tests/fuzz/make_tar_seeds.py, written by Python's
+// tarfile) index as they should: one per header dialect.
+TEST(TarDialectTest, EveryHeaderDialectIndexes) {
+  const std::string dir = FEEDLINE_TAR_SEEDS_DIR;
+  const std::string long_dir = "n01440764/" + std::string(120, 'd');
+  const std::map<std::string, std::vector<std::pair<std::string, int64_t>>> want = {
+      {"ustar.tar", {{"train/a0", 0}, {"train/a1", 1}}},
+      {"base256_size.tar", {{"train/a0", 0}, {"train/a1", 1}}},
+      {"ustar_prefix.tar", {{long_dir.substr(0, 90) + "/s0", 0}}},
+      {"gnu_longname.tar", {{long_dir + "/s0", 0}, {long_dir + "/s1", 1}}},
+      {"pax_path.tar", {{long_dir + "/p0", 0}, {"short/p1", 1}}},
+      {"no_label.tar", {{"k/x", -1}}},
+  };
+  for (const auto& [name, samples] : want) {
+    auto ds = TarDataset::Open({dir + "/" + name});
+    ASSERT_TRUE(ds.ok()) << name << ": " << ds.status();
+    ASSERT_EQ((*ds)->num_samples(), samples.size()) << name;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_EQ((*ds)->sample(i).key, samples[i].first) << name;
+      EXPECT_EQ((*ds)->sample(i).label, samples[i].second) << name;
+      std::vector<uint8_t> bytes;
+      ASSERT_TRUE((*ds)->Read(i, &bytes).ok()) << name;
+      EXPECT_EQ(bytes.size() >= 8 ? std::string(bytes.begin() + 1, bytes.begin() + 4) : "", "PNG") << name;
+    }
+  }
+}
+
+TEST_F(TarDatasetTest, EioInAnImageMemberNamesTheTarSampleKeyAndOffset) {
+  testing::Faults faults;
+  faults.eio_at_offset = image_offset_[3] + 200;
+  const testing::RawEpoch e = RunWithFaults(faults, 2, ErrorPolicy::kRaise, 0);
+  EXPECT_EQ(e.status.code(), StatusCode::kUnavailable) << e.status;
+  ExpectParts(e.status, {"sample 3", path_, "record 3", "offset " + std::to_string(image_offset_[3]),
+                         "key 'train/s0003'", "Input/output error"});
+}
+
+TEST_F(TarDatasetTest, AFailedReadOfASampleNamesItWithoutTheLoader) {
+  testing::Faults faults;
+  faults.eio_at_offset = image_offset_[5];
+  testing::FaultInjector injector(faults);
+  auto ds = TarDataset::Open({path_});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::vector<uint8_t> bytes;
+  const Status st = (*ds)->Read(5, &bytes);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  ExpectParts(st, {"tar '" + path_ + "'", "sample 5 'train/s0005'",
+                   "at offset " + std::to_string(image_offset_[5]), "Input/output error"});
+}
+
+TEST_F(TarDatasetTest, EioWhileIndexingNamesTheTarAndTheMemberHeader) {
+  testing::Faults faults;
+  faults.eio_at_offset = header_offset_[2] + 100;
+  testing::FaultInjector injector(faults);
+  auto ds = TarDataset::Open({path_});
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kUnavailable);
+  ExpectParts(ds.status(), {"tar '" + path_ + "'", "member header at offset " + std::to_string(header_offset_[2]),
+                            "Input/output error"});
+}
+
+TEST_F(TarDatasetTest, EioReadingALabelNamesTheLabelMember) {
+  testing::Faults faults;
+  faults.eio_at_offset = image_offset_[1] + ((clean_.samples.at(1).second.size() + 511) / 512) * 512 + 512;
+  testing::FaultInjector injector(faults);
+  auto ds = TarDataset::Open({path_});
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kUnavailable);
+  ExpectParts(ds.status(), {"tar '" + path_ + "'", "'train/s0001.cls'", "Input/output error"});
+  EXPECT_EQ(injector.injected(), 1u);
+}
+
+TEST_F(TarDatasetTest, UnderSkipAnEioLosesExactlyThatSample) {
+  for (uint32_t threads : {1u, 3u}) {
+    testing::Faults faults;
+    faults.eio_at_offset = image_offset_[6] + 10;
+    const testing::RawEpoch e = RunWithFaults(faults, threads, ErrorPolicy::kSkip, 1);
+    ASSERT_TRUE(e.status.ok()) << e.status;
+    ASSERT_EQ(e.skipped.size(), 1u);
+    EXPECT_EQ(e.skipped[0].sample_id, 6u);
+    EXPECT_EQ(e.skipped[0].location.key, "train/s0006");
+    ExpectAllBut(e, 6);
+  }
+}
+
+TEST_F(TarDatasetTest, AShortReadOfAnImageIsAnErrorNeverShortData) {
+  testing::Faults faults;
+  faults.short_at_offset = image_offset_[4] + 300;
+  const testing::RawEpoch raise = RunWithFaults(faults, 2, ErrorPolicy::kRaise, 0);
+  EXPECT_EQ(raise.status.code(), StatusCode::kDataLoss) << raise.status;
+  ExpectParts(raise.status, {"sample 4", "key 'train/s0004'",
+                             "truncated: no data at offset " + std::to_string(faults.short_at_offset)});
+  EXPECT_EQ(raise.samples.count(4), 0u);
+  const testing::RawEpoch skip = RunWithFaults(faults, 2, ErrorPolicy::kSkip, 1);
+  ASSERT_TRUE(skip.status.ok()) << skip.status;
+  ASSERT_EQ(skip.skipped.size(), 1u);
+  EXPECT_EQ(skip.skipped[0].sample_id, 4u);
+  ExpectAllBut(skip, 4);
+}
+
+TEST_F(TarDatasetTest, EioOnTheNthReadAfterIndexingLosesOneSample) {
+  // Indexing reads each of the 16 member headers, each .cls member, and
+  // the end marker: 8 * 3 + 1 reads; the loader's reads come after.
+  testing::Faults faults;
+  faults.eio_on_read = kSamples * 3 + 1 + 5;
+  testing::FaultInjector injector(faults);
+  auto ds = TarDataset::Open({path_});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const testing::RawEpoch e = testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, 1,
+                                                   ErrorPolicy::kSkip, 1);
+  ASSERT_TRUE(e.status.ok()) << e.status;
+  ASSERT_EQ(e.skipped.size(), 1u);
+  EXPECT_EQ(e.skipped[0].sample_id, 4u);  // one thread, unshuffled: the fifth read is sample 4
+  ExpectAllBut(e, 4);
+}
+
+TEST_F(TarDatasetTest, LatencyNeverChangesTheBytes) {
+  testing::Faults faults;
+  faults.latency = std::chrono::microseconds(400);
+  const testing::RawEpoch e = RunWithFaults(faults, 4, ErrorPolicy::kRaise, 0);
+  ASSERT_TRUE(e.status.ok()) << e.status;
+  EXPECT_EQ(e.samples, clean_.samples);
+}
+
+}  // namespace
+}  // namespace feedline
