@@ -289,14 +289,16 @@ TEST(LoaderLifecycleTest, StalledOpIsReportedAfterTheTimeout) {
 TEST(LoaderLifecycleTest, ManyEpochsWithASlowConsumerHoldAPlateau) {
   LoaderOptions o = Options(2, 4, 3);
   auto loader = MustCreate(MakeTestPipeline({.num_samples = 40}), o);
-  uint64_t bytes_after_first = 0;
+  // The ring allocates its buffers lazily, so when the third appears depends
+  // on scheduling; what must hold is that it never holds more than its 3
+  // buffers, whatever the epoch.
   for (int epoch = 0; epoch < 20; ++epoch) {
     std::vector<testing::BatchCopy> batches = DrainEpoch(*loader);
     ASSERT_EQ(batches.size(), 10u);
     MetricsSnapshot m = loader->Metrics();
-    if (epoch == 0) bytes_after_first = m.ring.bytes_held;
-    EXPECT_EQ(m.ring.bytes_held, bytes_after_first);
+    EXPECT_EQ(m.ring.bytes_held, uint64_t{m.ring.buffers_allocated} * m.ring.batch_bytes);
     EXPECT_LE(m.ring.buffers_allocated, 3u);
+    EXPECT_LE(m.ring.peak_bytes_held, 3 * m.ring.batch_bytes);
   }
 }
 

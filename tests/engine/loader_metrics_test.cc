@@ -24,7 +24,7 @@ TEST(LoaderMetricsTest, CountsAddUpAfterAnEpoch) {
   // 2 batches of 8. Then nothing is in flight and every count is exact.
   ASSERT_EQ(DrainEpoch(*loader, 13).size(), 13u);
   MetricsSnapshot m = loader->Metrics();
-  for (int i = 0; i < 400 && m.ring.batches_completed < 15; ++i) {
+  for (int i = 0; i < 6000 && m.ring.batches_completed < 15; ++i) {  // <= 30 s: a hang guard
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     m = loader->Metrics();
   }
@@ -73,9 +73,13 @@ TEST(LoaderMetricsTest, ConsumerWaitMeasuresStarvationAndWorkersIdleWhenDone) {
   EXPECT_GE(m.consumer.wait_ns, 10'000'000u);
   EXPECT_GE(m.ops[0].busy_ns, 20u * 2'000'000u);
   // The workers go on into the next epoch, then idle once the ring is full
-  // and the consumer takes nothing.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const WorkerMetrics idle = loader->Metrics().WorkerTotals();
+  // and the consumer takes nothing (polled: a busy machine may take a while;
+  // 30 s only guards a hang).
+  WorkerMetrics idle = loader->Metrics().WorkerTotals();
+  for (int i = 0; i < 6000 && idle.blocked_output_ns == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    idle = loader->Metrics().WorkerTotals();
+  }
   EXPECT_GT(idle.blocked_output_ns, 0u);
   EXPECT_GT(idle.samples, 20u);
 }

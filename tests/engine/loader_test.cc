@@ -187,7 +187,7 @@ TEST(LoaderTest, TheNextEpochIsPreparedBeforeTheBoundaryWithTheSameBytes) {
     ASSERT_EQ(DrainEpoch(*loader, 5).size(), 5u);  // every batch of epoch 0, not yet the end
     // Without the consumer asking, the workers fill the ring from epoch 1.
     MetricsSnapshot m = loader->Metrics();
-    for (int i = 0; i < 400 && m.ring.batches_completed < 8; ++i) {
+    for (int i = 0; i < 6000 && m.ring.batches_completed < 8; ++i) {  // <= 30 s: a hang guard
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       m = loader->Metrics();
     }
