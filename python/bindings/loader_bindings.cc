@@ -115,6 +115,8 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   tuner["read_ahead_in_flight"] = t.read_ahead_in_flight;
   tuner["read_ahead_bytes"] = t.read_ahead_bytes;
   tuner["reserved_bytes"] = t.reserved_bytes;
+  tuner["scratch_allowance_bytes"] = t.scratch_allowance_bytes;
+  tuner["scratch_waits"] = t.scratch_waits;
   tuner["scratch_bytes"] = t.scratch_bytes;
   tuner["charged_bytes"] = t.charged_bytes;
   tuner["peak_charged_bytes"] = t.peak_charged_bytes;
@@ -129,6 +131,7 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   py::dict by_reason;
   for (const auto& [reason, n] : m.errors.by_reason) by_reason[PyText(reason)] = n;
   d["errors"] = py::dict(py::arg("total") = m.errors.total, py::arg("skipped") = m.errors.skipped,
+                         py::arg("empty_batches") = m.errors.empty_batches,
                          py::arg("by_reason") = by_reason, py::arg("log") = log,
                          py::arg("log_dropped") = m.errors.log_dropped);
   return d;
@@ -190,8 +193,12 @@ class PyLoader {
     ThrowIfError(st);
   }
   void SetEpoch(uint64_t epoch) {
-    py::gil_scoped_release release;
-    Get().SetEpoch(epoch);
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = Get().SetEpoch(epoch);
+    }
+    ThrowIfError(st);
   }
   py::dict Metrics() { return MetricsDict(Get().Metrics()); }
   uint64_t NumBatches() { return Get().num_batches(); }

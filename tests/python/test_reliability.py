@@ -1,0 +1,93 @@
+"""Issue 12 at the Python face (RELIABILITY.md 27, 37, 38): a state from another
+dataset or recipe is refused, an all-bad batch never reaches the loop, and a
+forked child or a pickle gets a clear error instead of an abort or a hang."""
+import os
+import pickle
+import signal
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import feedline
+
+
+def make_folder(root, names, corrupt=()):
+    """One class folder `c` of small JPEGs; names in `corrupt` hold junk."""
+    d = root / "c"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in names:
+        if name in corrupt:
+            (d / name).write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+        else:
+            Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(d / name, quality=90)
+    return str(root)
+
+
+def eval_transform(size=32):
+    return feedline.transforms.imagenet_eval(size, resize=size)
+
+
+def test_an_all_bad_batch_is_skipped_and_counted_never_delivered_empty(tmp_path):
+    names = [f"a{i}.jpg" for i in range(4)] + [f"b{i}.jpg" for i in range(4)] + [f"c{i}.jpg" for i in range(2)]
+    root = make_folder(tmp_path, names, corrupt={f"b{i}.jpg" for i in range(4)} | {"c0.jpg"})
+    with feedline.Loader(root, batch_size=4, transform=eval_transform(), max_errors=10, num_threads=2) as loader:
+        for _ in range(2):  # two epochs: the rule holds at every epoch
+            sizes = [len(labels) for _, labels in loader]
+            assert sizes == [4, 1]  # batch 1 (all bad) is gone; the last keeps its one good sample
+        errors = loader.stats()["errors"]
+        assert errors["empty_batches"] == 2 and errors["skipped"] == 10
+
+
+def test_a_state_from_another_dataset_of_the_same_size_is_refused(tmp_path):
+    a = make_folder(tmp_path / "a", [f"x{i}.jpg" for i in range(8)])
+    b = make_folder(tmp_path / "b", [f"y{i}.jpg" for i in range(8)])
+    with feedline.Loader(a, batch_size=4, transform=eval_transform(), num_threads=1) as la:
+        next(iter(la))
+        state = la.state_dict()
+    with feedline.Loader(b, batch_size=4, transform=eval_transform(), num_threads=1) as lb:
+        with pytest.raises(feedline.Error, match="dataset fingerprint") as e:
+            lb.load_state_dict(state)
+        assert isinstance(e.value, ValueError)  # InvalidArgumentError keeps its builtin
+    # Another recipe on the same data: refused too.
+    with feedline.Loader(a, batch_size=4, transform=eval_transform(24), num_threads=1) as lc:
+        with pytest.raises(feedline.Error, match="transform fingerprint"):
+            lc.load_state_dict(state)
+    # The same dataset and recipe resume.
+    with feedline.Loader(a, batch_size=4, transform=eval_transform(), num_threads=1) as ld:
+        ld.load_state_dict(state)
+        assert len(list(ld)) == 1
+
+
+def test_a_forked_child_gets_a_clear_error_and_can_close_the_loader(tmp_path):
+    root = make_folder(tmp_path, [f"x{i}.jpg" for i in range(16)])
+    loader = feedline.Loader(root, batch_size=4, transform=eval_transform(), num_threads=2)
+    it = iter(loader)
+    images, _ = next(it)
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery from here on, only os._exit
+        code = 3
+        try:
+            signal.alarm(30)  # a hang kills the child, which the parent sees
+            try:
+                next(it)
+            except feedline.Error as e:
+                if "forked child" in str(e):
+                    code = 0
+            loader.close()
+            del images
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), f"child died by signal {os.WTERMSIG(status)}"
+    assert os.WEXITSTATUS(status) == 0
+    assert sum(1 for _ in it) == 3  # the parent's loader is untouched
+    loader.close()
+
+
+def test_pickling_a_loader_is_a_clear_type_error(tmp_path):
+    root = make_folder(tmp_path, [f"x{i}.jpg" for i in range(4)])
+    with feedline.Loader(root, batch_size=4, transform=eval_transform(), num_threads=1) as loader:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(loader)
