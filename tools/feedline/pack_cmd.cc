@@ -232,7 +232,8 @@ const Usage& PackUsage() {
        {"part", "I/N", "0/1, everything", "pack only the I-th of N slices, with its own part manifest"},
        {"overwrite", "", "", "replace the shards and manifest already in OUT"},
        {"resume", "", "", "keep the finished shards of a killed run that match the plan"},
-       {"merge", "", "", "join the part manifests in OUT into one manifest"}},
+       {"merge", "", "", "join the part manifests in OUT into one manifest"},
+       {"skip-hidden-dirs", "", "", "skip directories whose names start with '.' (.ipynb_checkpoints)"}},
   };
   return u;
 }
