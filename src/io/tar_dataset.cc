@@ -12,6 +12,17 @@
 namespace feedline {
 namespace {
 
+// The member extensions read as the sample's image: the formats the image
+// decoders know, as WebDataset names them.
+constexpr char kImageExtensions[] = "jpg jpeg png webp bmp gif tif tiff ppm pgm pbm pnm";
+
+bool IsImageExtension(const std::string& ext) {
+  for (const char* e : {"jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "ppm", "pgm", "pbm", "pnm"}) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
 constexpr uint64_t kBlock = 512;
 // A label file is a short decimal integer; anything longer is not one.
 constexpr uint64_t kMaxClsBytes = 64;
@@ -163,7 +174,11 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         if (m.name.substr(0, d) != key) break;
         std::string ext = d == std::string::npos ? "" : m.name.substr(d + 1);
         std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-        if (ext == "jpg" || ext == "jpeg" || ext == "png") {
+        if (IsImageExtension(ext)) {
+          if (has_image) {
+            return bad(m.header_offset, "sample '" + key + "' has a second image member '" + m.name +
+                                            "' (this source reads one image per sample)");
+          }
           s.offset = m.offset;
           s.size = m.size;
           has_image = true;
@@ -183,7 +198,9 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
           }
         }
       }
-      if (!has_image) return bad(m0.header_offset, "sample '" + key + "' has no .jpg/.jpeg/.png member");
+      if (!has_image) {
+        return bad(m0.header_offset, "sample '" + key + "' has no image member (" + std::string(kImageExtensions) + ")");
+      }
       ds->samples_.push_back(std::move(s));
     }
   }

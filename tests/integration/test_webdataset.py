@@ -2,6 +2,8 @@
 by Python's tarfile in the layouts tools produce (ustar, GNU long names,
 PAX), and their faults."""
 import io
+
+import numpy as np
 import pathlib
 import subprocess
 import tarfile
@@ -75,6 +77,26 @@ def test_corrupt_and_truncated_tars_name_the_place(folder, tmp_path):
         feedline.Loader(hc, batch_size=4)
 
 
+def test_every_image_format_the_decoders_know_is_a_webdataset_image(tmp_path):
+    import feedline
+    from PIL import Image
+    img = Image.fromarray(np.arange(24 * 32 * 3, dtype=np.uint8).reshape(24, 32, 3))
+    with tarfile.open(tmp_path / "f.tar", "w") as tar:
+        for i, (ext, fmt) in enumerate([("webp", "WEBP"), ("bmp", "BMP"), ("ppm", "PPM"), ("tiff", "TIFF"),
+                                        ("gif", "GIF"), ("png", "PNG")]):
+            buf = io.BytesIO()
+            img.save(buf, format=fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+            for name, data in [(f"s{i}.{ext}", buf.getvalue()), (f"s{i}.cls", str(i).encode())]:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    loader = feedline.Loader(tmp_path / "f.tar", batch_size=6, transform=feedline.transforms.imagenet_eval(16, resize=16))
+    images, labels = next(iter(loader))
+    assert labels.tolist() == [0, 1, 2, 3, 4, 5]
+    assert images.shape == (6, 3, 16, 16)
+    loader.close()
+
+
 def test_samples_without_images_or_with_split_keys_are_refused(tmp_path):
     import feedline
     def tar_of(path, members):
@@ -85,8 +107,12 @@ def test_samples_without_images_or_with_split_keys_are_refused(tmp_path):
                 tar.addfile(info, io.BytesIO(data))
     jpg = (ROOT / "tests" / "fuzz" / "corpus" / "image" / "rgb.jpg").read_bytes()
     tar_of(tmp_path / "a.tar", [("k1.cls", b"3"), ("k1.txt", b"hi")])
-    with pytest.raises(feedline.Error, match="sample 'k1' has no .jpg"):
+    with pytest.raises(feedline.Error, match=r"sample 'k1' has no image member \(jpg jpeg png webp"):
         feedline.Loader(tmp_path / "a.tar", batch_size=1)
+    # Two images in one sample: refused, never one of them silently.
+    tar_of(tmp_path / "d.tar", [("k1.jpg", jpg), ("k1.png", jpg), ("k1.cls", b"1")])
+    with pytest.raises(feedline.Error, match=r"sample 'k1' has a second image member 'k1.png'"):
+        feedline.Loader(tmp_path / "d.tar", batch_size=1)
     tar_of(tmp_path / "b.tar", [("k1.jpg", jpg), ("k2.jpg", jpg), ("k1.cls", b"1")])
     with pytest.raises(feedline.Error, match="key 'k1' appears again"):
         feedline.Loader(tmp_path / "b.tar", batch_size=1)
