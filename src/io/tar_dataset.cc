@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -191,9 +192,10 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
                                     std::to_string(m.header_offset));
           }
           char* end = nullptr;
+          errno = 0;
           s.label = std::strtoll(text.c_str(), &end, 10);
           while (end && (*end == '\n' || *end == ' ' || *end == '\r')) ++end;
-          if (text.empty() || end == nullptr || *end != '\0') {
+          if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE) {
             return bad(m.header_offset, "'" + m.name + "' does not hold an integer label");
           }
         }

@@ -146,6 +146,29 @@ def test_csv_and_jsonl_lists_pack_with_their_labels_and_keys(feedline_bin, folde
     bad.write_text("a.jpg,notanumber\n")
     r = pack(feedline_bin, bad, tmp_path / "x", check=False)
     assert r.returncode != 0 and "bad.csv line 1" in r.stderr
+    # A label past int64 is an error, never a clamped label; so is one in JSONL.
+    huge = tmp_path / "huge.csv"
+    huge.write_text(f"{files[0]},99999999999999999999\n")
+    r = pack(feedline_bin, huge, tmp_path / "h", check=False)
+    assert r.returncode != 0 and "huge.csv line 1" in r.stderr and "int64" in r.stderr
+    huge_json = tmp_path / "huge.jsonl"
+    huge_json.write_text(json.dumps({"path": str(files[0]), "label": 2 ** 64 - 1}) + "\n")
+    r = pack(feedline_bin, huge_json, tmp_path / "hj", check=False)
+    assert r.returncode != 0 and "int64" in r.stderr
+    # A first row whose path starts with "path" is data, not a header; CRLF lines are read.
+    pathdir = tmp_path / "paths"
+    pathdir.mkdir()
+    first = pathdir / "a.jpg"
+    first.write_bytes(files[0].read_bytes())
+    crlf = tmp_path / "crlf.csv"
+    crlf.write_bytes(f"paths/a.jpg,5\r\n{files[1]},6\r\n".encode())
+    pack(feedline_bin, crlf, tmp_path / "c")
+    loader = feedline.RecordLoader(tmp_path / "c", batch_size=2, max_record_bytes=1 << 20)
+    assert next(loader.batches()).fields["label"].tolist() == [5, 6]
+    empty = tmp_path / "empty.csv"
+    empty.write_text("path,label\n")
+    r = pack(feedline_bin, empty, tmp_path / "e", check=False)
+    assert r.returncode != 0 and "holds no entries" in r.stderr
 
 
 @pytest.fixture

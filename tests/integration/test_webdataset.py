@@ -119,3 +119,7 @@ def test_samples_without_images_or_with_split_keys_are_refused(tmp_path):
     tar_of(tmp_path / "c.tar", [("k1.jpg", jpg), ("k1.cls", b"cat")])
     with pytest.raises(feedline.Error, match="does not hold an integer label"):
         feedline.Loader(tmp_path / "c.tar", batch_size=1)
+    # A label past int64 is refused, never clamped to a wrong one.
+    tar_of(tmp_path / "e.tar", [("k1.jpg", jpg), ("k1.cls", b"99999999999999999999")])
+    with pytest.raises(feedline.Error, match="does not hold an integer label"):
+        feedline.Loader(tmp_path / "e.tar", batch_size=1)

@@ -21,6 +21,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -65,7 +67,8 @@ Result<std::vector<Entry>> ReadList(const fs::path& list) {
   std::vector<Entry> out;
   std::string line;
   for (uint64_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || (!jsonl && n == 1 && line.rfind("path", 0) == 0)) continue;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF lists
+    if (line.empty()) continue;
     Entry e;
     const std::string where = list.string() + " line " + std::to_string(n);
     if (jsonl) {
@@ -76,6 +79,9 @@ Result<std::vector<Entry>> ReadList(const fs::path& list) {
       e.path = j["path"].get<std::string>();
       if (j.contains("label")) {
         if (!j["label"].is_number_integer()) return InvalidArgumentError(where + ": \"label\" is not an integer");
+        if (j["label"].is_number_unsigned() && j["label"].get<uint64_t>() > uint64_t{INT64_MAX}) {
+          return InvalidArgumentError(where + ": \"label\" is out of the int64 range");
+        }
         e.label = j["label"].get<int64_t>();
       }
       if (j.contains("key") && j["key"].is_string()) e.key = j["key"].get<std::string>();
@@ -91,14 +97,23 @@ Result<std::vector<Entry>> ReadList(const fs::path& list) {
       if (cols.size() < 2) return InvalidArgumentError(where + ": expected path,label[,key]");
       e.path = cols[0];
       char* end = nullptr;
+      errno = 0;
       e.label = std::strtoll(cols[1].c_str(), &end, 10);
-      if (cols[1].empty() || *end != '\0') return InvalidArgumentError(where + ": label '" + cols[1] + "' is not an integer");
+      const bool integer = !cols[1].empty() && *end == '\0' && errno != ERANGE;
+      // An optional header line names the columns; a first sample whose
+      // path merely starts with "path" is data.
+      if (n == 1 && cols[1] == "label") continue;
+      if (!integer) {
+        return InvalidArgumentError(where + ": label '" + cols[1] + "' is not an integer" +
+                                    (errno == ERANGE ? " in the int64 range" : ""));
+      }
       if (cols.size() > 2) e.key = cols[2];
     }
     if (e.key.empty()) e.key = e.path;
     if (fs::path(e.path).is_relative()) e.path = (base / e.path).string();
     out.push_back(std::move(e));
   }
+  if (out.empty()) return InvalidArgumentError("list '" + list.string() + "' holds no entries");
   return out;
 }
 
