@@ -91,3 +91,52 @@ def test_pickling_a_loader_is_a_clear_type_error(tmp_path):
     with feedline.Loader(root, batch_size=4, transform=eval_transform(), num_threads=1) as loader:
         with pytest.raises(TypeError, match="cannot be pickled"):
             pickle.dumps(loader)
+
+
+def png_header_only(width, height):
+    """A 60-byte PNG: a valid IHDR claiming width x height, an empty IDAT, IEND."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+def rss_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_tiny_files_claiming_huge_images_cost_no_memory_and_name_size_and_budget(tmp_path):
+    """Issue 12 class 3: 60-byte PNGs claiming 12000 x 12000 (under Pillow's bomb
+    limit) cost 0.4 GB of scratch each if allocated; charged first, they fail
+    naming the bytes and the budget, and the memory never moves."""
+    root = make_folder(tmp_path, [f"a{i}.jpg" for i in range(6)])
+    for i in range(6):
+        (tmp_path / "c" / f"b{i}.png").write_bytes(png_header_only(12000, 12000))
+    before = rss_bytes()
+    with feedline.Loader(root, batch_size=4, transform=eval_transform(), max_errors=100, num_threads=2,
+                         ram_budget=256 << 20) as loader:
+        for _ in range(3):
+            assert sum(len(labels) for _, labels in loader) == 6
+        errors = loader.stats()["errors"]
+        assert errors["skipped"] == 18
+        assert all("12000x12000 png" in e and "max_bytes=268435456" in e for e in errors["log"]), errors["log"]
+        assert sum(w["scratch_bytes"] for w in loader.stats()["workers"]) <= 2 * (32 << 20)
+    # Nothing near 0.4 GB per file was ever allocated (a loose bound: the
+    # process's own noise is a few MB).
+    assert rss_bytes() - before < 100 << 20
+
+
+def test_a_pillow_decompression_bomb_is_refused_from_the_header(tmp_path):
+    root = make_folder(tmp_path, ["a.jpg"])
+    (tmp_path / "c" / "bomb.png").write_bytes(png_header_only(16384, 16384))
+    with feedline.Loader(root, batch_size=2, transform=eval_transform(), num_threads=1) as loader:
+        with pytest.raises(feedline.InvalidArgumentError, match="over max_pixels 178956970"):
+            list(loader)
