@@ -1,4 +1,4 @@
-// Loader: sample errors under the raise and skip policies (RELIABILITY.md
+// Loader: sample errors under the raise and skip policies (docs/reliability.md
 // 16, 22) and stream errors from the allocator.
 #include <set>
 #include <string>
@@ -133,7 +133,7 @@ TEST(LoaderErrorsTest, ErrorLogIsBoundedAndCountsWhatItDropped) {
   EXPECT_GE(m.ops[0].errors, 50u);
 }
 
-// RELIABILITY.md 38: an empty batch would reach the loop as a NaN loss.
+// docs/reliability.md 38: an empty batch would reach the loop as a NaN loss.
 TEST(LoaderErrorsTest, ABatchWhoseSamplesAllFailIsNeverDelivered) {
   for (uint32_t threads : {1u, 3u}) {
     SCOPED_TRACE(threads);

@@ -1,5 +1,5 @@
 // Loader: backpressure, memory budget, batch lifetime, cancellation and
-// shutdown (RELIABILITY.md 17, 18, 20, 21).
+// shutdown (docs/reliability.md 17, 18, 20, 21).
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -123,7 +123,7 @@ TEST(LoaderLifecycleTest, BatchesOutliveTheLoader) {
   EXPECT_NE(alive, nullptr);
 }
 
-// RELIABILITY.md 18: walking away at 0, 1, 10, all-but-one batches joins
+// docs/reliability.md 18: walking away at 0, 1, 10, all-but-one batches joins
 // every thread within 1 s; repetitions leave no threads behind.
 TEST(LoaderLifecycleTest, DestroyingMidEpochJoinsPromptlyAndLeaksNoThreads) {
   const int baseline = testing::ThreadBaseline();
@@ -151,7 +151,7 @@ TEST(LoaderLifecycleTest, DestroyingMidEpochJoinsPromptlyAndLeaksNoThreads) {
 #define FEEDLINE_TEST_SANITIZED 0
 #endif
 
-// RELIABILITY.md 18 at scale: 1000 walk-aways (at 0, 1, 10 and all-but-one
+// docs/reliability.md 18 at scale: 1000 walk-aways (at 0, 1, 10 and all-but-one
 // batches, auto threads so the tuner thread comes and goes too) leave no
 // threads, no file descriptors and no memory behind.
 TEST(LoaderLifecycleTest, AThousandWalkAwaysLeakNoThreadsFdsOrMemory) {
@@ -264,7 +264,7 @@ TEST(LoaderLifecycleTest, NextForTimesOutWithoutConsumingAnything) {
   EXPECT_EQ(b.sample_ids()[0], 0u);
 }
 
-// RELIABILITY.md 17: a stalled op becomes an error naming the op and sample.
+// docs/reliability.md 17: a stalled op becomes an error naming the op and sample.
 TEST(LoaderLifecycleTest, StalledOpIsReportedAfterTheTimeout) {
   std::atomic<bool> block{true};
   LoaderOptions o = Options(2, 4, 2);
@@ -284,7 +284,7 @@ TEST(LoaderLifecycleTest, StalledOpIsReportedAfterTheTimeout) {
   EXPECT_EQ(loader->Next(&b, &end), st);  // sticky
 }
 
-// RELIABILITY.md 21: a consumer far slower than the producer: memory stays
+// docs/reliability.md 21: a consumer far slower than the producer: memory stays
 // under budget, and many epochs do not grow what the loader holds.
 TEST(LoaderLifecycleTest, ManyEpochsWithASlowConsumerHoldAPlateau) {
   LoaderOptions o = Options(2, 4, 3);

@@ -1,4 +1,4 @@
-// Misuse has defined behaviour (RELIABILITY.md 37): two threads iterating one
+// Misuse has defined behaviour (docs/reliability.md 37): two threads iterating one
 // loader, and a forked child using its parent's loader, get a clear error;
 // never duplicated samples, a hang or an abort.
 #include <sys/wait.h>

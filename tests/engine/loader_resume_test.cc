@@ -1,4 +1,4 @@
-// Loader: exact mid-epoch resume (RELIABILITY.md 23, 24, 26, 27).
+// Loader: exact mid-epoch resume (docs/reliability.md 23, 24, 26, 27).
 #include <map>
 #include <set>
 #include <string>
@@ -105,7 +105,7 @@ TEST(LoaderResumeTest, MismatchedStateIsRefusedAndThePositionKept) {
   EXPECT_EQ(loader->RestoreState("garbage").code(), StatusCode::kDataLoss);
 }
 
-// RELIABILITY.md 26: 4 -> 2 -> 3 ranks with the same global batch: in
+// docs/reliability.md 26: 4 -> 2 -> 3 ranks with the same global batch: in
 // elastic mode the global batches equal those of an uninterrupted run.
 TEST(LoaderResumeTest, ElasticResumeAcrossWorldSizesKeepsTheGlobalBatches) {
   const testing::TestPipelineOptions tp{.num_samples = 100};

@@ -44,7 +44,7 @@ TEST(LoaderTest, RejectsBadPipelinesAndOptions) {
             std::string::npos);
 }
 
-// RELIABILITY.md 20: a budget too small for one batch names the bytes needed.
+// docs/reliability.md 20: a budget too small for one batch names the bytes needed.
 TEST(LoaderTest, BudgetTooSmallForOneBatchNamesTheBytes) {
   LoaderOptions o = Options(1, 64);
   o.max_bytes = 1000;
@@ -100,7 +100,7 @@ TEST(LoaderTest, OutputsLandInTheRightSlots) {
   }
 }
 
-// RELIABILITY.md 25: bit-identical output for any thread count and timing.
+// docs/reliability.md 25: bit-identical output for any thread count and timing.
 TEST(LoaderTest, StreamIsIdenticalForAnyThreadCountAndTiming) {
   std::vector<BatchCopy> reference;
   for (uint32_t threads : {1u, 2u, 3u, 8u}) {

@@ -78,7 +78,7 @@ TEST(SamplerTest, ShuffleIsUniformOverPositions) {
   EXPECT_LT(chi2, 24.32);  // 7 dof, p = 0.001
 }
 
-// RELIABILITY.md 28: every rank gets the same number of batches; with
+// docs/reliability.md 28: every rank gets the same number of batches; with
 // drop_last each sample goes to at most one rank; without it every sample is
 // seen and padding duplicates are counted.
 class SamplerCoverageTest : public ::testing::TestWithParam<std::tuple<uint32_t, bool, bool>> {};
@@ -171,7 +171,7 @@ void ExpectRefused(const Sampler& s, const std::string& blob, const std::string&
   EXPECT_NE(m.find(here), std::string::npos) << m;
 }
 
-// RELIABILITY.md 27.
+// docs/reliability.md 27.
 TEST(SamplerStateTest, RefusesMismatchedSeedDatasetOrOptionsNamingFieldAndValues) {
   const std::string blob = Make(100, 8, 0, 2, true, false, 7).SaveState({0, 1});
   ExpectRefused(Make(100, 8, 0, 2, true, false, 9), blob, "seed", "7", "9");
@@ -202,7 +202,7 @@ TEST(SamplerStateTest, CorruptTruncatedOrForeignBlobsGiveClearErrors) {
   }
 }
 
-// RELIABILITY.md 27 and issue 12: a state saved on another dataset of the
+// docs/reliability.md 27 and issue 12: a state saved on another dataset of the
 // same size, or with another transform, is refused.
 TEST(SamplerStateTest, RefusesAStateFromAnotherDatasetOrTransformOfTheSameSize) {
   SamplerOptions o;

@@ -1,5 +1,5 @@
 // Decoders: real photographs, limits from the header, corrupt and
-// unsupported inputs (RELIABILITY.md 9-14).
+// unsupported inputs (docs/reliability.md 9-14).
 #include <spng.h>
 
 #include <algorithm>
@@ -78,7 +78,7 @@ TEST(DecodeTest, ProgressiveJpegDecodesLikeBaseline) {
   EXPECT_LT(diff / prog.pixels.size(), 1.0);
 }
 
-// RELIABILITY.md 9: huge declared sizes are refused from the header.
+// docs/reliability.md 9: huge declared sizes are refused from the header.
 TEST(DecodeTest, HugeDeclaredJpegIsRejectedFromTheHeaderNamingTheLimit) {
   const std::vector<uint8_t> small = MustEncodeJpeg(testing::Noise(16, 16, 1), 90);
   Result<ImageInfo> r = ReadImageInfo(testing::WithDeclaredSize(small, 65535, 65535));
@@ -98,7 +98,7 @@ TEST(DecodeTest, HugeDeclaredJpegIsRejectedFromTheHeaderNamingTheLimit) {
       << wide.status();
 }
 
-// RELIABILITY.md 10: truncation is an error, never grey pixels.
+// docs/reliability.md 10: truncation is an error, never grey pixels.
 TEST(DecodeTest, TruncatedJpegIsAnErrorByDefault) {
   const std::vector<uint8_t> full = ReadTestFile("photos/rocket.jpg");
   for (double fraction : {0.10, 0.50, 0.99}) {
@@ -115,7 +115,7 @@ TEST(DecodeTest, TruncatedJpegIsAnErrorByDefault) {
   }
 }
 
-// RELIABILITY.md 11: a scan limit stops hostile progressive files early.
+// docs/reliability.md 11: a scan limit stops hostile progressive files early.
 TEST(DecodeTest, ProgressiveJpegOverTheScanLimitIsRejectedFast) {
   const std::vector<uint8_t> prog =
       MustEncodeJpeg(MustDecode(ReadTestFile("photos/chelsea.png")), 90, false, true);
@@ -150,7 +150,7 @@ std::vector<uint8_t> EncodePngRaw(uint32_t w, uint32_t h, uint8_t color_type, ui
   return out;
 }
 
-// RELIABILITY.md 13: palette, gray+alpha, RGBA and 16-bit PNGs decode right.
+// docs/reliability.md 13: palette, gray+alpha, RGBA and 16-bit PNGs decode right.
 TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   // Palette: index i -> (i, 2i, 255 - i).
   spng_plte plte{};
@@ -174,7 +174,7 @@ TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   EXPECT_EQ(gray16.pixels, (std::vector<uint8_t>{0x80, 0x80, 0x80}));
 }
 
-// RELIABILITY.md 12: CRC errors and chunk limits.
+// docs/reliability.md 12: CRC errors and chunk limits.
 TEST(DecodeTest, BadPngCrcAndOversizedChunksAreErrors) {
   const std::vector<uint8_t> png = ReadTestFile("photos/chelsea.png");
   // Flip a byte inside the first IDAT's data.
@@ -214,7 +214,7 @@ TEST(DecodeTest, PngRowRangeDecodeMatchesFullDecodeAndStillNeedsTheWholeFile) {
   EXPECT_FALSE(DecodeImage(cut).ok());
 }
 
-// RELIABILITY.md 13: formats outside the allow-list and non-images.
+// docs/reliability.md 13: formats outside the allow-list and non-images.
 TEST(DecodeTest, UnsupportedFormatsAndNonImagesAreClearErrors) {
   struct Case {
     std::string bytes;
@@ -244,7 +244,7 @@ TEST(DecodeTest, UnsupportedFormatsAndNonImagesAreClearErrors) {
   EXPECT_EQ(rl.status().code(), StatusCode::kUnimplemented) << rl.status();
 }
 
-// RELIABILITY.md 14: thousands of corrupt files on many threads; the process
+// docs/reliability.md 14: thousands of corrupt files on many threads; the process
 // survives and every error is reported with its sample.
 TEST(DecodeTest, ThousandsOfCorruptFilesOnManyThreadsAreAllReported) {
   const std::vector<uint8_t> good = MustEncodeJpeg(testing::Noise(64, 48, 4), 85);

@@ -1,5 +1,5 @@
 // Integrity is never traded for speed, and what Pillow accepts is accepted
-// (RELIABILITY.md 35, issue 12): a crop's reduced decode still verifies the
+// (docs/reliability.md 35, issue 12): a crop's reduced decode still verifies the
 // whole record; JPEG oddities that phones and editors write still decode.
 #include <zlib.h>
 
@@ -232,7 +232,7 @@ Pipeline OneImagePipeline(std::vector<uint8_t> bytes, uint64_t samples) {
   return p;
 }
 
-// RELIABILITY.md 36: a 4000 x 3000 progressive JPEG holds 36 MB of DCT
+// docs/reliability.md 36: a 4000 x 3000 progressive JPEG holds 36 MB of DCT
 // coefficients while it decodes, over the 32 MiB a worker keeps.
 TEST(ScratchBudgetTest, ProgressiveJpegOverTheAllowanceFailsNamingItsSizeAndTheBudget) {
   const std::vector<uint8_t> prog = MustEncodeJpeg(Gradient(4000, 3000), 80, false, true);

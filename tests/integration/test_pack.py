@@ -1,4 +1,4 @@
-"""`feedline pack`, `verify` and `inspect` on real files (RELIABILITY.md
+"""`feedline pack`, `verify` and `inspect` on real files (docs/reliability.md
 1-8, 29-30 at the tool level), and loading packed data through the Python
 loader."""
 import hashlib
@@ -173,7 +173,7 @@ def test_csv_and_jsonl_lists_pack_with_their_labels_and_keys(feedline_bin, folde
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A real 1 MiB tmpfs (RELIABILITY.md 29); needs root, as the tests run."""
+    """A real 1 MiB tmpfs (docs/reliability.md 29); needs root, as the tests run."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)

@@ -1,5 +1,5 @@
 // Shard writer and reader (docs/shard_format.md) and the faults of
-// RELIABILITY.md 1-7: empty, truncated at every byte, every bit flipped,
+// docs/reliability.md 1-7: empty, truncated at every byte, every bit flipped,
 // lying lengths, corrupt index, records inside payloads, foreign files and
 // versions; plus write failures and the .partial discipline.
 #include "feedline/shard.h"
@@ -131,7 +131,7 @@ TEST_F(ShardTest, AnEmptyShardIsValidButEmptyOrHeaderlessFilesAreRefused) {
   auto empty = ShardReader::Open(Write("empty.fls", {}));
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ((*empty)->num_records(), 0u);
-  // RELIABILITY.md 1: zero bytes, or a header only, is never "0 records".
+  // docs/reliability.md 1: zero bytes, or a header only, is never "0 records".
   Result<std::unique_ptr<ShardReader>> zero = ShardReader::Open(Put("zero.fls", {}));
   EXPECT_EQ(zero.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(zero.status().message().find("too small to be a shard"), std::string::npos);
@@ -154,7 +154,7 @@ TEST_F(ShardTest, AnUnfinishedWriterLeavesNothingThatLooksComplete) {
   EXPECT_FALSE(fs::exists(path + ".partial"));
 }
 
-// RELIABILITY.md 2: every cut is an error naming where the data stops.
+// docs/reliability.md 2: every cut is an error naming where the data stops.
 TEST_F(ShardTest, TruncationAtEveryByteIsAnErrorNamingTheRecord) {
   const std::vector<char> full = Bytes(Write("c.fls", MakeRecords(5, 60)));
   for (size_t cut = 0; cut < full.size(); ++cut) {
@@ -169,7 +169,7 @@ TEST_F(ShardTest, TruncationAtEveryByteIsAnErrorNamingTheRecord) {
   }
 }
 
-// RELIABILITY.md 3: every flipped bit in the records is caught at its
+// docs/reliability.md 3: every flipped bit in the records is caught at its
 // record; the other records stay byte-identical.
 TEST_F(ShardTest, EveryBitFlipInTheRecordsIsCaughtAtItsRecordAlone) {
   const auto records = MakeRecords(4, 40);
@@ -210,7 +210,7 @@ void Reseal(std::vector<char>& b, size_t at, size_t n) {  // fix the CRC that fo
   PutU32(b, at + n, shard::MaskCrc(core::Crc32c(b.data() + at, n)));
 }
 
-// RELIABILITY.md 4: lengths that lie, even under valid checksums, are
+// docs/reliability.md 4: lengths that lie, even under valid checksums, are
 // refused before any allocation larger than the bytes left.
 TEST_F(ShardTest, LyingLengthsAreRefusedBeforeAllocation) {
   const std::vector<char> full = Bytes(Write("e.fls", MakeRecords(3, 50)));
@@ -234,7 +234,7 @@ TEST_F(ShardTest, LyingLengthsAreRefusedBeforeAllocation) {
   EXPECT_NE(c.status().message().find("inconsistent with the file size"), std::string::npos) << c.status();
 }
 
-// RELIABILITY.md 5: a corrupt index refuses to open; an index that points at
+// docs/reliability.md 5: a corrupt index refuses to open; an index that points at
 // the wrong record (valid CRC) never returns it.
 TEST_F(ShardTest, CorruptOrLyingIndexNeverReturnsTheWrongRecord) {
   std::vector<Owned> records;
@@ -278,7 +278,7 @@ TEST_F(ShardTest, CorruptOrLyingIndexNeverReturnsTheWrongRecord) {
   EXPECT_NE(st0.message().find("disagrees with the index"), std::string::npos) << st0;
 }
 
-// RELIABILITY.md 6: a payload holding a whole well-formed shard is just data.
+// docs/reliability.md 6: a payload holding a whole well-formed shard is just data.
 TEST_F(ShardTest, ARecordInsideAPayloadIsNeverReadAsARecord) {
   const std::vector<char> inner = Bytes(Write("inner.fls", MakeRecords(3, 20)));
   Owned outer{5, "outer", "", std::vector<uint8_t>(inner.begin(), inner.end())};
@@ -288,7 +288,7 @@ TEST_F(ShardTest, ARecordInsideAPayloadIsNeverReadAsARecord) {
   ExpectRecord(**r, 0, outer);
 }
 
-// RELIABILITY.md 7: foreign files and unknown versions name what was found.
+// docs/reliability.md 7: foreign files and unknown versions name what was found.
 TEST_F(ShardTest, ForeignFilesAndUnknownVersionsAreNamed) {
   std::vector<char> png(100, 'x');
   std::string magic = "\x89PNG\r\n\x1a\n";
@@ -304,7 +304,7 @@ TEST_F(ShardTest, ForeignFilesAndUnknownVersionsAreNamed) {
       << r.status();
 }
 
-// RELIABILITY.md 29 (in part): a write failure names the file, and nothing
+// docs/reliability.md 29 (in part): a write failure names the file, and nothing
 // appears at the final path.
 TEST_F(ShardTest, AWriteFailureNamesTheFileAndLeavesNoShard) {
   const std::string path = (dir_ / "big.fls").string();
@@ -342,7 +342,7 @@ Status OpenMany(const std::string& path, int n, std::vector<std::unique_ptr<Shar
   return Status::OK();
 }
 
-// RELIABILITY.md 20: running out of descriptors names the resource and
+// docs/reliability.md 20: running out of descriptors names the resource and
 // limit. Lowering the hard limit cannot be undone, so it runs in a child.
 TEST_F(ShardTest, TooManyOpenFilesNamesTheLimit) {
   const std::string path = Write("h.fls", MakeRecords(1, 10));

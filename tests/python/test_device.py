@@ -42,7 +42,7 @@ def test_batch_reports_its_whole_buffer_for_pinning(dataset):
 
 @cuda
 def test_device_batches_equal_host_batches_byte_for_byte(dataset):
-    """RELIABILITY item 31 in short: buffers are reused only after their copy
+    """docs/reliability.md item 31 in short: buffers are reused only after their copy
     completed, so every device batch equals the host batch of the same seed."""
     kwargs = dict(batch_size=8, shuffle=True, seed=3, num_threads=2, prefetch_batches=1,
                   transform=feedline.transforms.imagenet_train(64))

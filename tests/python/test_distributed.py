@@ -2,7 +2,7 @@
 127.0.0.1, ranks launched by hand (what torchrun does): rank and world size
 come from the process group, every rank gets the same number of batches (a
 collective per step proves no rank hangs), and across ranks every sample is
-seen exactly once per epoch, padding counted (RELIABILITY.md 28)."""
+seen exactly once per epoch, padding counted (docs/reliability.md 28)."""
 import json
 import os
 import socket

@@ -1,6 +1,6 @@
 """feedline.Loader (python/bindings/loader_bindings.cc, python/feedline/loader.py):
 shapes, values against torchvision, determinism, zero copy, resume, lifetime,
-errors. RELIABILITY.md 16-28 as they apply to Python."""
+errors. docs/reliability.md 16-28 as they apply to Python."""
 import gc
 import os
 import shutil
@@ -285,7 +285,7 @@ def test_keyboard_interrupt_reaches_a_consumer_waiting_inside_cpp(dataset, tmp_p
 
 
 def test_memory_plateaus_over_twenty_epochs(dataset):
-    """RELIABILITY.md 21: batch memory stays within the ring, and RSS does
+    """docs/reliability.md 21: batch memory stays within the ring, and RSS does
     not drift once the ring's buffers exist."""
     loader = feedline.Loader(dataset, batch_size=16, num_threads=2, shuffle=True)
 

@@ -1,4 +1,4 @@
-"""Issue 12 at the Python face (RELIABILITY.md 27, 37, 38): a state from another
+"""Issue 12 at the Python face (docs/reliability.md 27, 37, 38): a state from another
 dataset or recipe is refused, an all-bad batch never reaches the loop, and a
 forked child or a pickle gets a clear error instead of an abort or a hang."""
 import os
