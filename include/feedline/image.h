@@ -41,7 +41,7 @@ FEEDLINE_EXPORT std::string_view ImageFormatName(ImageFormat format);
 FEEDLINE_EXPORT ImageFormat SniffImageFormat(std::span<const uint8_t> bytes);
 
 // Checked from the header, before any pixel memory is allocated
-// (RELIABILITY.md "default limits").
+// (docs/reliability.md "default limits").
 struct FEEDLINE_EXPORT DecodeLimits {
   // Pillow's decompression-bomb limit: it refuses images over twice its
   // MAX_IMAGE_PIXELS (1024^3 / 4 / 3 = 89478485), so this refuses what a

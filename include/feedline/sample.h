@@ -92,7 +92,7 @@ class FEEDLINE_EXPORT Sample {
 
   // Charges `bytes` of scratch this sample is about to allocate (decode
   // buffers sized from a header) to the loader's RAM budget, before the
-  // allocation (RELIABILITY.md 36). Charges add up over the sample's ops.
+  // allocation (docs/reliability.md 36). Charges add up over the sample's ops.
   // A sample within the per-worker mark (docs/engine.md, "Decode scratch")
   // proceeds at once; a larger one takes the loader's large-sample
   // allowance, waiting while another sample holds it; one larger than the

@@ -324,7 +324,7 @@ class Loader:
             self._loader.close()
 
     def __reduce_ex__(self, protocol):
-        # RELIABILITY.md 37: a loader owns native threads and buffers; a copy
+        # docs/reliability.md 37: a loader owns native threads and buffers; a copy
         # in another process could not run them.
         raise TypeError(f"a feedline.{type(self).__name__} cannot be pickled: it owns native worker threads and "
                         "batch buffers. Pass its arguments instead and create the loader where it is used "

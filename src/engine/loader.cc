@@ -422,7 +422,7 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
   MutexLock l(&mu_);
   ++next_calls_;
   // A batch whose every sample was skipped is never delivered: the loop
-  // goes on to the next one (RELIABILITY.md 38).
+  // goes on to the next one (docs/reliability.md 38).
   while (true) {
     // A stream error (which may itself have cancelled the workers) wins over
     // the plain Cancelled.
@@ -903,7 +903,7 @@ void LoaderCore::TunerLoop() {
 class Loader::Impl {
  public:
   // Rejects a second consumer call while one runs, and any call from a
-  // forked child (RELIABILITY.md 37). Not a lock: the misuse is an error,
+  // forked child (docs/reliability.md 37). Not a lock: the misuse is an error,
   // never a wait.
   class ConsumerScope {
    public:

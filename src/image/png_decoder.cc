@@ -146,7 +146,7 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
   if (rgb_.size() < size_t{y1 - y0} * w * 3) rgb_.resize(size_t{y1 - y0} * w * 3);
   // Every row is inflated, also those below the crop: zlib's Adler-32 and the
   // CRCs of the later IDAT chunks are only checked once the whole stream has
-  // been read, and pixels are not trusted before that (RELIABILITY.md 35).
+  // been read, and pixels are not trusted before that (docs/reliability.md 35).
   // Rows outside [y0, y1) are inflated and defiltered, not kept.
   for (uint32_t y = 0; y < ihdr.height; ++y) {
     err = spng_decode_row(ctx.get(), rgba_.data(), w * 4);

@@ -24,7 +24,7 @@ class PngDecoder {
   // Decodes rows [y0, y1) to RGB (all columns). The whole file is read and
   // verified either way (every IDAT CRC, zlib's Adler-32, the chunks up to
   // IEND): rows outside the range are inflated but not kept, because zlib
-  // checks its stream only at the end (RELIABILITY.md 35).
+  // checks its stream only at the end (docs/reliability.md 35).
   // `out->pixels` points into this decoder's scratch until the next call.
   Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
                 uint32_t y1, RgbRegion* out);

@@ -1,5 +1,5 @@
 // ScratchGate: charges a sample's decode scratch to the loader's RAM budget
-// before it is allocated (RELIABILITY.md 36).
+// before it is allocated (docs/reliability.md 36).
 //
 // Two tiers, so that the outcome for a sample never depends on timing or on
 // the thread count (the stream stays deterministic):
