@@ -16,6 +16,7 @@
 #include "src/core/detail/fingerprint.h"
 #include "src/core/mutex.h"
 #include "src/engine/detail/batch_data.h"
+#include "src/engine/detail/error_ledger.h"
 #include "src/engine/detail/sample_runner.h"
 #include "src/engine/detail/scratch_gate.h"
 #include "src/engine/detail/tuner_policy.h"
@@ -182,7 +183,7 @@ class LoaderCore final : public detail::BufferHome,
   uint64_t peak_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t next_calls_ GUARDED_BY(mu_) = 0;
   uint64_t consumer_wait_ns_ GUARDED_BY(mu_) = 0;
-  ErrorMetrics errors_ GUARDED_BY(mu_);
+  detail::ErrorLedger errors_ GUARDED_BY(mu_);
 };
 
 LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, Parallelism par)
@@ -195,7 +196,8 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
       num_threads_(par.max_threads),
       max_buffers_(par.max_buffers),
       start_ns_(NowNs()),
-      scratch_gate_(kRetainedScratchBytes, par.scratch_allowance, options_.max_bytes) {
+      scratch_gate_(kRetainedScratchBytes, par.scratch_allowance, options_.max_bytes),
+      errors_(options_.error_policy, options_.max_errors, options_.error_log_capacity) {
   for (uint32_t i = 0; i < num_threads_; ++i) {
     counters_.push_back(std::make_unique<detail::WorkerCounters>(pipeline_.ops.size()));
   }
@@ -514,32 +516,13 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
             [](const auto& a, const auto& b) { return a.first < b.first; });
   auto data = std::make_shared<detail::BatchData>();
   for (auto& [index, error] : slot.errors) {
-    ++errors_.total;
-    ++errors_.by_reason[error.Reason()];
-    if (errors_.log.size() < options_.error_log_capacity) {
-      errors_.log.push_back(error);
-    } else {
-      ++errors_.log_dropped;
-    }
-    if (options_.error_policy == ErrorPolicy::kRaise) {
-      Stop(Status(error.status.code(), error.ToString()));
-    } else if (errors_.total > options_.max_errors) {
-      std::string msg = "too many sample errors: " + std::to_string(errors_.total) +
-                        " > max_errors=" + std::to_string(options_.max_errors) + " (";
-      bool first = true;
-      for (const auto& [reason, n] : errors_.by_reason) {
-        msg += (first ? "" : ", ") + reason + ": " + std::to_string(n);
-        first = false;
-      }
-      msg += "); last: " + error.ToString();
-      Stop(Status(error.status.code(), msg));
-    }
+    Status stop = errors_.Record(error);
+    if (!stop.ok()) Stop(std::move(stop));
     if (!stopped_.ok()) {
       if (slot.buffer) free_buffers_.push_back(std::move(slot.buffer));
       work_cv_.SignalAll();
       return stopped_;
     }
-    ++errors_.skipped;
     dropped[index] = true;
     data->skipped.push_back(std::move(error));
   }
@@ -562,7 +545,7 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
     ++kept;
   }
   if (kept == 0 && count > 0) {
-    ++errors_.empty_batches;
+    errors_.CountEmptyBatch();
     if (slot.buffer) free_buffers_.push_back(std::move(slot.buffer));
     work_cv_.SignalAll();
     *empty = true;
@@ -713,7 +696,7 @@ MetricsSnapshot LoaderCore::Metrics() const {
   m.consumer.next_calls = next_calls_;
   m.consumer.batches = batches_delivered_;
   m.consumer.wait_ns = consumer_wait_ns_;
-  m.errors = errors_;
+  m.errors = errors_.metrics();
   return m;
 }
 
