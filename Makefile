@@ -74,6 +74,9 @@ bench: build
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+# The doctor's predictions and rankings against re-measurement (issue 12: the tests check consistency).
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
+	  $(PYTHON) bench/e2e/doctor_bench.py --repeats $(BENCH_REPEATS)
 	@echo; echo "=== all benchmarks (bench/results/summary.md) ==="
 	$(PYTHON) bench/summary.py
 

@@ -1,4 +1,5 @@
 // Loader: metrics add up.
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -44,9 +45,13 @@ TEST(LoaderMetricsTest, CountsAddUpAfterAnEpoch) {
   EXPECT_EQ(m.ring.batches_completed, 15u);
   EXPECT_EQ(m.ring.batches_started, 15u);
   // Op time is part of worker busy time; every worker's accounted time fits
-  // in the loader's lifetime.
+  // in the loader's lifetime. (Which op took longer is scheduling here:
+  // read's jitter sleeps may be 0, and a busy machine can preempt augment.
+  // That time lands on the op that spent it is shown by the lower bound in
+  // ConsumerWaitMeasuresStarvationAndWorkersIdleWhenDone.)
   EXPECT_LE(m.ops[0].busy_ns + m.ops[1].busy_ns, t.busy_ns);
-  EXPECT_GT(m.ops[0].busy_ns, m.ops[1].busy_ns) << "read sleeps, augment does not";
+  EXPECT_GT(m.ops[0].busy_ns, 0u);
+  EXPECT_GT(m.ops[1].busy_ns, 0u);
   for (const WorkerMetrics& w : m.workers) {
     EXPECT_LE(w.busy_ns + w.wait_input_ns + w.blocked_output_ns, m.uptime_ns);
   }
@@ -61,16 +66,32 @@ TEST(LoaderMetricsTest, ConsumerWaitMeasuresStarvationAndWorkersIdleWhenDone) {
   o.batch_size = 4;
   o.num_threads = 2;
   o.drop_last = true;
-  // 20 samples of ~2 ms each on 2 threads: the consumer must wait ~20 ms.
-  Pipeline p = MakeTestPipeline({.num_samples = 20});
+  // 20 samples of >= 2 ms each ("slow" sleeps; sleeps never end early), and
+  // "read" held until the consumer has waited inside Next() for >= 20 ms:
+  // the consumer's wait has that lower bound on any machine (it is counted
+  // from inside Next(), so a consumer the machine keeps off the CPU between
+  // calls cannot shrink it).
+  std::atomic<bool> block{true};
+  Pipeline p = MakeTestPipeline({.num_samples = 20, .block = &block});
   p.ops.insert(p.ops.begin(), MakeOp("slow", [](Sample&) {
                  std::this_thread::sleep_for(std::chrono::milliseconds(2));
                  return Status::OK();
                }));
   auto loader = MustCreate(std::move(p), o);
+  std::thread release([&] {
+    // next_calls counts a call once it is inside Next(), under the lock the
+    // consumer gives up only to wait: from here on it is waiting.
+    for (int i = 0; i < 6000 && loader->Metrics().consumer.next_calls == 0; ++i) {  // <= 30 s: a hang guard
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    block = false;
+  });
   DrainEpoch(*loader, 5);
+  release.join();
   MetricsSnapshot m = loader->Metrics();
-  EXPECT_GE(m.consumer.wait_ns, 10'000'000u);
+  EXPECT_GE(m.consumer.wait_ns, 20'000'000u);
+  EXPECT_EQ(m.ops[0].name, "slow");
   EXPECT_GE(m.ops[0].busy_ns, 20u * 2'000'000u);
   // The workers go on into the next epoch, then idle once the ring is full
   // and the consumer takes nothing (polled: a busy machine may take a while;

@@ -51,20 +51,41 @@ ReadAhead::FetchFn SlowFetch(std::atomic<int>* calls, int sleep_ms = 2) {
   };
 }
 
+// Waits until `ra` has completed `n` fetches (fetchers claim records in plan
+// order, so the first n positions are then claimed). False after 30 s: a
+// hang guard, not a timing expectation.
+bool AwaitFetches(const ReadAhead& ra, uint64_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ra.Metrics().fetches < n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 TEST(ReadAheadTest, DeliversEveryRecordWithinTheBudgetInParallel) {
-  std::atomic<int> calls{0};
-  ReadAhead ra(SlowFetch(&calls), [](uint64_t) { return kRecordBytes; }, 5 * kRecordBytes, 4);
+  // The first fetch waits until a second one has started: fetchers that ran
+  // one at a time would never get past it (the hang guard would fail).
+  std::atomic<int> calls{0}, started{0};
+  ReadAhead::FetchFn slow = SlowFetch(&calls);
+  ReadAhead ra([&](uint64_t id, Fetched* f) {
+                 if (++started == 1) {
+                   for (int i = 0; i < 30000 && started < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                 }
+                 return slow(id, f);
+               },
+               [](uint64_t) { return kRecordBytes; }, 5 * kRecordBytes, 4);
   auto plan = Plan(100, 1);
   ra.SetPlan(plan, 0);
   int hits = 0;
-  for (uint64_t id : plan->ids) {
+  for (uint64_t p = 0; p < plan->ids.size(); ++p) {
+    const uint64_t id = plan->ids[p];
     Fetched f;
     Status st;
-    std::this_thread::sleep_for(std::chrono::microseconds(300));  // the worker's own work
-    if (!ra.Take(id, &f, &st)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a miss: it fetches the record itself
-      continue;
-    }
+    // A worker that reaches each record after the fetchers have (its own
+    // work is slower): every record is then read ahead, on any machine.
+    ASSERT_TRUE(AwaitFetches(ra, p + 1)) << "position " << p;
+    ASSERT_TRUE(ra.Take(id, &f, &st)) << "record " << id << " at position " << p << " was not read ahead";
     ++hits;
     if (id == 77) {
       EXPECT_EQ(st.code(), StatusCode::kDataLoss);
@@ -75,27 +96,43 @@ TEST(ReadAheadTest, DeliversEveryRecordWithinTheBudgetInParallel) {
     ASSERT_EQ(f.buffer.size(), kRecordBytes);
     EXPECT_EQ(f.buffer[500], static_cast<uint8_t>(id));
   }
-  EXPECT_GE(hits, 90);  // the first few may be fetched by the "worker"
+  EXPECT_EQ(hits, 100);
   EXPECT_LE(ra.peak_bytes(), 5 * kRecordBytes);
+  EXPECT_GE(started.load(), 2);
   EXPECT_GE(ra.peak_in_flight(), 2u);
   EXPECT_LE(ra.peak_in_flight(), 4u);
 }
 
 TEST(ReadAheadTest, AWorkerAheadOfTheFetchersPullsThemForward) {
-  std::atomic<int> calls{0};
-  ReadAhead ra(SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; }, 8 * kRecordBytes, 2);
+  // The two fetchers hold their first records (positions 0 and 1) until the
+  // worker has jumped ahead, so where they are when it jumps is known.
+  std::atomic<int> calls{0}, held{0};
+  std::atomic<bool> hold{true};
+  ReadAhead::FetchFn fetch = SlowFetch(&calls, 1);
+  ReadAhead ra([&](uint64_t id, Fetched* f) {
+                 ++held;
+                 for (int i = 0; i < 30000 && hold; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                 return fetch(id, f);
+               },
+               [](uint64_t) { return kRecordBytes; }, 8 * kRecordBytes, 2);
   auto plan = Plan(400, 2);
   ra.SetPlan(plan, 0);
+  for (int i = 0; i < 30000 && held < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(held.load(), 2);
   // The worker jumps to position 200 (e.g. it read positions 0-199 itself).
   Fetched f;
   Status st;
   EXPECT_FALSE(ra.Take(plan->ids[200], &f, &st));
+  hold = false;
+  // From then on the fetchers work from position 201: after the 2 held
+  // fetches, the k-th fetch is position 200 + k. Had they not moved, they
+  // would fill the budget with positions 2-7 and stop: the wait would fail.
   int hits = 0;
   for (uint64_t p = 201; p < 260; ++p) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(AwaitFetches(ra, 2 + (p - 200))) << "the fetchers did not move past position 200";
     hits += ra.Take(plan->ids[p], &f, &st);
   }
-  EXPECT_GE(hits, 45) << "the fetchers should have moved past position 200";
+  EXPECT_EQ(hits, 59);
 }
 
 TEST(ReadAheadTest, ANewPlanDropsTheOldOneAndShutdownJoins) {
@@ -103,18 +140,22 @@ TEST(ReadAheadTest, ANewPlanDropsTheOldOneAndShutdownJoins) {
   auto ra = std::make_unique<ReadAhead>(SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; },
                                         20 * kRecordBytes, 4);
   ra->SetPlan(Plan(100, 3), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The old plan fills the whole budget (nobody takes its records)...
+  ASSERT_TRUE(AwaitFetches(*ra, 20));
   auto other = Plan(100, 4);
   ra->SetPlan(other, 50);  // e.g. SetEpoch or a restore mid-epoch
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // ...so the new plan's records are fetched only if the old ones were
+  // dropped. With the budget full nothing of the old plan is in flight: the
+  // k-th fetch from here is the new plan's position 49 + k.
+  const uint64_t base = ra->Metrics().fetches;
   int hits = 0;
   for (uint64_t p = 50; p < 100; ++p) {
     Fetched f;
     Status st;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the worker's own work
+    ASSERT_TRUE(AwaitFetches(*ra, base + (p - 49))) << "the old plan still holds the budget";
     hits += ra->Take(other->ids[p], &f, &st);
   }
-  EXPECT_GE(hits, 40);
+  EXPECT_EQ(hits, 50);
   EXPECT_LE(ra->peak_bytes(), 20 * kRecordBytes);
   ra->SetPlan(Plan(1000, 5), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
@@ -140,22 +181,34 @@ TEST(ReadAheadTest, ANullPlanJoinsTheFetchersAndALaterPlanRestartsThem) {
   EXPECT_EQ(Threads(), before + 3);
   ra.SetPlan(nullptr, 0);  // the loader closing
   EXPECT_EQ(Threads(), before);
+  const uint64_t before_restart = ra.Metrics().fetches;
   ra.SetPlan(plan, 10);
   Fetched f;
   Status st;
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(AwaitFetches(ra, before_restart + 1));  // the first fetch after the restart is position 10
   EXPECT_TRUE(ra.Take(plan->ids[10], &f, &st));
 }
 
 TEST(ReadAheadTest, RecordsLargerThanTheBudgetAreLeftToTheWorker) {
   std::atomic<int> calls{0};
-  ReadAhead ra(SlowFetch(&calls, 0), [](uint64_t id) { return id == 5 ? 100 * kRecordBytes : kRecordBytes; },
+  std::atomic<bool> asked_about_5{false};
+  ReadAhead ra(SlowFetch(&calls, 0),
+               [&](uint64_t id) {
+                 if (id == 5) asked_about_5 = true;
+                 return id == 5 ? 100 * kRecordBytes : kRecordBytes;
+               },
                10 * kRecordBytes, 2);
   auto plan = Plan(20, 6);
   ra.SetPlan(plan, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The worker takes the records before 5 (making room in the budget) until
+  // a fetcher has looked at record 5: the decision on it is then made (a
+  // fetcher asks its size and decides under one hold of the lock that Take
+  // needs too).
   Fetched f;
   Status st;
+  for (uint64_t p = 0; p < plan->ids.size() && plan->ids[p] != 5; ++p) ra.Take(plan->ids[p], &f, &st);
+  for (int i = 0; i < 30000 && !asked_about_5; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(asked_about_5.load());
   EXPECT_FALSE(ra.Take(5, &f, &st));
 }
 

@@ -41,6 +41,7 @@ STORE_MARGIN = 1.15         # stored short side / output short side (256 for 224
 STEP_BOUND_RANK = 1.5       # "input is fine" ranks like a fix of this speedup
 STARTUP_SHARE = 0.10        # start-up above this share of an epoch is worth persistent workers
                             # (from two observed epochs: the first epoch pays the start-up anyway)
+FL_IDLE = 0.5               # feedline threads idle above this share of their time do not bound the loop
 COPY_ON_READ_BYTES = 64 << 20
 LARGE_BATCH = 64
 
@@ -612,12 +613,25 @@ class FeedlineModel:
         return min(loader, step)
 
 
+def _fl_idle_share(f):
+    """The share of the threads' time spent idle: waiting for the next
+    epoch's plan or for a free ring buffer. Time a thread is off the CPU
+    between samples (a busy machine, handing the lock over) is not idleness:
+    the thread had work and was not waiting for anything, so it lowers
+    `utilisation` without saying that more threads would not help."""
+    total = (f.get("num_threads") or 1) * (f.get("uptime_s") or 0.0)
+    idle = (f.get("wait_input_s") or 0.0) + (f.get("blocked_output_s") or 0.0)
+    return idle / total if total > 0 else 0.0
+
+
 def _fl_too_few_threads(ev, m):
     if not _loader_bound(ev):
         return None
-    util = ev["feedline"].get("utilisation") or 0
+    f = ev["feedline"]
+    util = f.get("utilisation") or 0
     k = max(m.threads, m.cores)  # feedline's threads are cheap: one per core, as num_threads="auto"
-    if k <= m.threads or util < 0.8:
+    # Threads idle half their time are not what the loop waits for.
+    if k <= m.threads or _fl_idle_share(f) > FL_IDLE:
         return None
     pred = m.rate(threads=k)
     if pred < SIGNIFICANT * m.rate():
