@@ -37,7 +37,7 @@ LoaderOptions Options(uint32_t threads, uint64_t batch, uint32_t depth) {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// RELIABILITY.md 17-18 promise that joins, cancellations and stall reports
+// docs/reliability.md 17-18 promise that joins, cancellations and stall reports
 // take well under 1 s. A loaded 2-core machine can keep a woken thread off
 // the CPU for longer than that with nothing wrong in the loader, so the
 // assertion is a hang guard (kHangGuardS); the promise stays visible as the
