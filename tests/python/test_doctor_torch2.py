@@ -415,3 +415,46 @@ def test_a_dataset_that_is_not_a_torch_dataset_is_timed_through_a_wrapper():
     assert_identical(plain, watched)
     _probed(report, 16)
     assert "dataset (wrapper)" in report.data["probes"]["attached"] and loader.dataset is data
+
+
+# -- the timed dataset is the user's, in every way torch or pickle can look ----------------------------
+class Slotted(Dataset):
+    __slots__ = ("n",)
+
+    def __init__(self, n=6):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+
+class Reducing(Slotted):
+    __slots__ = ()
+
+    def __reduce__(self):  # rebuilt from its arguments, by its own class
+        return self.__class__, (self.n,)
+
+
+@pytest.mark.parametrize("make", [Slotted, Reducing, lambda: torch.utils.data.Subset(Slotted(), [3, 1]),
+                                  lambda: torch.utils.data.TensorDataset(torch.arange(4))])
+def test_a_timed_dataset_pickles_and_copies_as_its_own_class(make):
+    import copy
+    import pickle
+    ds = make()
+    base = type(ds)
+    loader = DataLoader(ds, batch_size=2)
+    att = _torch_compat.Attachment(loader)
+    assert att.attach(), att.outside
+    assert loader.dataset is ds and probes.is_timed(ds) and isinstance(ds, base)
+    assert type(ds).__name__ == base.__name__ and type(ds).__module__ == base.__module__
+    items = [ds[i] for i in range(len(ds))]
+    for other in (pickle.loads(pickle.dumps(ds)), copy.deepcopy(ds), copy.copy(ds)):
+        assert probes.is_timed(other) and _torch_compat.user_type(other) is base
+        assert_identical(items, [other[i] for i in range(len(other))])
+    # Iterated directly while attached, the loader yields ProbedBatch: the batches inside are the same.
+    assert_identical([b.data for b in loader], list(DataLoader(make(), batch_size=2)))
+    att.detach()
+    assert type(ds) is base and pickle.loads(pickle.dumps(ds)).__class__ is base

@@ -149,7 +149,10 @@ def reduce_timed(obj, protocol):
     if isinstance(rv, str):  # a module-level object pickled by name: it stays itself, untimed
         return rv
     fn, args = rv[0], tuple(rv[1])
-    if fn in (copyreg.__newobj__, copyreg.__newobj_ex__) and args and args[0] is type(obj):
+    if fn is type(obj):  # a __reduce__ that returns (self.__class__, args)
+        fn = base
+    elif fn in (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor) and args \
+            and args[0] is type(obj):
         args = (base,) + args[1:]
     return (_rebuild_timed, (fn, args)) + tuple(rv[2:])
 
