@@ -69,8 +69,8 @@ def diagnose(ev):
     if not findings:
         findings.append(_unexplained(ev))
     f = _probes_not_attached(ev)
-    if f:
-        findings.append(f)
+    if f:  # first among equals (it explains why no stage is named)
+        findings.insert(0, f)
     return rank(findings)
 
 
@@ -589,7 +589,8 @@ def _probes_not_attached(ev):
     if not p or not p.get("not_attached"):
         return None
     parts = p["not_attached"]
-    why = "; ".join(f"{n['part']}: {n['reason']}" for n in parts)
+    why = "; ".join(n["reason"] if n["reason"].startswith(n["part"]) else f"{n['part']}: {n['reason']}"
+                    for n in parts)
     ver = p.get("torch_version") or "?"
     if p.get("mode") == "outside":
         return _finding(
