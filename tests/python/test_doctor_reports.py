@@ -346,12 +346,13 @@ def test_detach_restores_the_loader_and_breaking_out_records_the_step(small_imag
     doctor = feedline.doctor.Doctor()
     for i, (images, labels) in enumerate(doctor.watch(loader)):
         assert isinstance(images, torch.Tensor) and images.shape == (8, 3, 64, 64)
-        assert isinstance(loader.dataset, probes.TimedDataset)
+        assert loader.dataset is ds and probes.is_timed(ds) and isinstance(ds, torch.utils.data.Subset)
         if i == 2:
             break
     assert len(doctor.steps) == 3  # the step the loop broke out of counts
     doctor.detach()
     assert loader.dataset is ds and loader.collate_fn is collate and loader.worker_init_fn is init
+    assert type(ds) is torch.utils.data.Subset and not probes.is_timed(ds)
     assert compose.transforms == before
     images, _ = next(iter(loader))
     assert isinstance(images, torch.Tensor)
@@ -368,8 +369,11 @@ def test_a_batch_that_escapes_the_doctor_still_unpacks(small_images):
 
 def test_probes_pickle_for_spawned_workers(small_images):
     ds = ImageFolder(small_images, transform=T.Compose([T.CenterCrop(64), T.ToTensor()]))
-    wrapped = pickle.loads(pickle.dumps(probes.TimedDataset(ds)))
+    object.__setattr__(ds, "__class__", probes.timed_class(ImageFolder))  # as the doctor times it
+    wrapped = pickle.loads(pickle.dumps(ds))
+    assert type(wrapped) is type(ds) and isinstance(wrapped, ImageFolder) and probes.is_timed(wrapped)
     assert len(wrapped) == len(ds) and wrapped[0][0].shape == (3, 64, 64)
+    assert vars(wrapped).keys() == vars(ds).keys() and wrapped.samples == ds.samples
     tf = pickle.loads(pickle.dumps(probes.TimedTransform(T.CenterCrop(8), 0)))
     collate = pickle.loads(pickle.dumps(probes.TimedCollate(default_collate, True)))
     batch = collate([tf(ds[i][0]) for i in range(2)])
@@ -465,15 +469,24 @@ def test_attribute_writes_reach_the_users_dataset_so_workers_split_an_iterable()
     r = doctor.report(file=None)
     doctor.detach()
     assert r.data["loop"]["samples"] == 8 and r.data["torch"]["samples_timed"] == 8
-    # The wrappers keep only their own attribute; the rest is the dataset's.
+    # The doctor times the user's own object (its class swapped in place), so
+    # every write lands on it; a dataset that is not a torch Dataset gets a
+    # wrapper that keeps only its own attribute and forwards the rest.
     ds = Range(0, 4)
-    for w in (probes.TimedIterable(ds), probes.TimedDataset(ds)):
-        w.start = 2
-        assert ds.start == 2 and "start" not in vars(w) and w.start == 2
-        del w.start
-        assert not hasattr(ds, "start")
-        ds.start = 0
-    assert sorted(pickle.loads(pickle.dumps(probes.TimedIterable(ds)))) == [0, 1, 2, 3]
+    object.__setattr__(ds, "__class__", probes.timed_class(Range))
+    assert sorted(pickle.loads(pickle.dumps(ds))) == [0, 1, 2, 3] and isinstance(ds, Range)
+
+    class Plain:
+        start = 0
+
+        def __getitem__(self, i):
+            return i
+    plain = Plain()
+    w = probes.TimedContainer(plain)
+    w.start = 2
+    assert plain.start == 2 and "start" not in vars(w) and w.start == 2
+    del w.start
+    assert plain.start == 0 and "start" not in vars(plain)
 
 
 class Squares(torch.utils.data.Dataset):
@@ -505,12 +518,13 @@ def _fresh_records():
 
 
 def test_getitems_is_timed_per_sample_and_only_offered_when_the_dataset_has_it():
-    assert not hasattr(probes.TimedDataset(Squares()), "__getitems__")
+    assert not hasattr(probes.timed_class(Squares), "__getitems__")
     ds = BatchedSquares()
-    w = probes.TimedDataset(ds)
-    assert hasattr(w, "__getitems__") and isinstance(w, probes.TimedDataset) and len(w) == 32
+    w = BatchedSquares()
+    object.__setattr__(w, "__class__", probes.timed_class(BatchedSquares))
+    assert hasattr(w, "__getitems__") and isinstance(w, BatchedSquares) and len(w) == 32
     w = pickle.loads(pickle.dumps(w))
-    assert hasattr(w, "__getitems__")
+    assert hasattr(w, "__getitems__") and probes.is_timed(w)
     r = _fresh_records()
     out = w.__getitems__([0, 1, 2, 3])
     assert [int(x[0]) for x in out] == [0, 1, 4, 9]
@@ -631,9 +645,9 @@ def test_len_of_a_watched_loader_over_an_iterable_with_len():
     assert len(loader) == 5 and len(w) == 5
     assert sum(1 for _ in w) == 5
     doctor.detach()
-    # Without a __len__ in the dataset, the wrapper has none either.
-    assert not hasattr(probes.TimedIterable(Range(0, 4)), "__len__")
-    assert hasattr(probes.TimedIterable(SizedRange(0, 4)), "__len__")
+    # Without a __len__ in the dataset, the timed one has none either.
+    assert not hasattr(probes.timed_class(Range), "__len__")
+    assert hasattr(probes.timed_class(SizedRange), "__len__")
 
 
 def test_module_level_watch_report_restores_the_loader_even_with_persistent_workers():
@@ -644,7 +658,7 @@ def test_module_level_watch_report_restores_the_loader_even_with_persistent_work
         for _ in w:
             pass
         # Between epochs the persistent workers (started with the probes) live on.
-        assert isinstance(loader.dataset, probes.TimedDataset)
+        assert isinstance(loader.dataset, probes.TimedContainer)  # a list: not a torch Dataset
     it = loader._iterator
     w.report(file=None)
     assert loader.dataset is data and loader._iterator is not it

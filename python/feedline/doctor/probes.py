@@ -1,13 +1,16 @@
 """Probes that time a torch DataLoader from the outside.
 
 The user's dataset, transforms and collate_fn run in worker processes (or in
-the training process when num_workers=0). These wrappers time them wherever
-they run and carry the timings back *inside the batch*: the collate wrapper
+the training process when num_workers=0). These probes time them wherever
+they run (the dataset through a subclass of its own class, timed_class, so
+its type is kept; _torch_compat.py installs them all and checks torch's side
+first) and carry the timings back *inside the batch*: the collate wrapper
 returns a ProbedBatch (the real batch plus its timings), which travels
 through torch's own queues and pin-memory thread and is unwrapped by
 Doctor.watch before the training loop sees it. So nothing needs a side
 channel, timings match their batch exactly, and spawn-started workers work
-too (every wrapper is a module-level, picklable class).
+too (every probe is a module-level, picklable class; a timed dataset
+pickles as its own class and is timed again where it is rebuilt).
 
 Times are time.perf_counter() (CLOCK_MONOTONIC on Linux, the same clock in
 every process of the machine), so worker spans line up with the training
@@ -131,14 +134,151 @@ def _pixels(x):
     return 0
 
 
-# -- the wrappers ------------------------------------------------------------
-class _Forwarding:
-    """Stands in for the user's dataset: reads and writes of attributes it
-    does not own go to the dataset, so code that configures the dataset
-    through the loader (a worker_init_fn setting get_worker_info().dataset's
-    range, say) changes the user's dataset, as without the doctor."""
+# -- the dataset's timed methods ---------------------------------------------
+def _record_samples(r, t0, wall, cpu, runq, q0, indices):
+    """Records one timed call that produced len(indices) samples, its time
+    split evenly over them (only the outermost timed call records)."""
+    if r.depth != 0:
+        return
+    if not r.samples:
+        r.start_runq = q0
+    n = len(indices)
+    if n == 0:
+        return
+    w, c, q = wall / n, cpu / n, runq / n
+    for i, index in enumerate(indices):
+        r.samples.append((t0 + i * w, w, c, q, index if isinstance(index, int) else -1))
+
+
+def _timed_call(fn, args, indices):
+    """fn(*args), timed and recorded as the samples `indices`; transforms
+    and nested dataset calls inside it record under it (depth > 0)."""
+    r = records()
+    r.depth += 1
+    try:
+        out, t0, wall, cpu, runq, q0 = _timed(fn, *args)
+    finally:
+        r.depth -= 1
+    _record_samples(r, t0, wall, cpu, runq, q0, indices)
+    return out
+
+
+def _timed_getitem(self, index):
+    # A batched-index sampler (batch_size=None) passes a list of indices: one call, many samples.
+    return _timed_call(type(self)._feedline_base.__getitem__, (self, index),
+                       index if type(index) is list else (index,))
+
+
+def _timed_getitems(self, indices):
+    return _timed_call(type(self)._feedline_base.__getitems__, (self, indices), list(indices))
+
+
+def _timed_iter(self):
+    return timed_iterator(type(self)._feedline_base.__iter__(self))
+
+
+def _timed_reduce_ex(self, protocol):
+    from ._torch_compat import reduce_timed
+    return reduce_timed(self, protocol)
+
+
+_timed_classes = {}  # user's class -> its timed subclass, one per process
+
+
+def timed_class(base):
+    """The subclass of the user's dataset class that the doctor gives a
+    dataset while it watches: same name, module and layout (no slots, so
+    the instance's class can be swapped in place and back), every method the
+    user's, except that __getitem__ / __getitems__ (map-style) or __iter__
+    (IterableDataset) are timed, each only where the user's class has it.
+    isinstance(ds, UserClass) and every isinstance check torch makes answer
+    as for the user's class. Made with the class's own metaclass; the methods
+    are set after creation, so a metaclass that rewrites __iter__ at class
+    creation (IterDataPipe's) keeps wrapping only the user's."""
+    cls = _timed_classes.get(base)
+    if cls is not None:
+        return cls
+    from torch.utils.data import IterableDataset
+    ns = {"__slots__": (), "__module__": base.__module__, "__qualname__": base.__qualname__,
+          "__doc__": base.__doc__, "_feedline_base": base}
+    cls = type(base)(base.__name__, (base,), ns)
+    methods = {"__reduce_ex__": _timed_reduce_ex}
+    if issubclass(base, IterableDataset):
+        if callable(getattr(base, "__iter__", None)):
+            methods["__iter__"] = _timed_iter
+    else:
+        if callable(getattr(base, "__getitem__", None)):
+            methods["__getitem__"] = _timed_getitem
+        if getattr(base, "__getitems__", None):  # torch's fetcher checks it is there and truthy
+            methods["__getitems__"] = _timed_getitems
+    for name, fn in methods.items():
+        type.__setattr__(cls, name, fn)
+    _timed_classes[base] = cls
+    return cls
+
+
+def is_timed(ds):
+    """Whether `ds` is a dataset timed by the doctor (its class swapped, or a TimedContainer)."""
+    return "_feedline_base" in type(ds).__dict__ or isinstance(ds, TimedContainer)
+
+
+class _TimedIterator:
+    """Stands in for iter(dataset): times each item's production."""
+
+    __slots__ = ("it",)
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        r = records()
+        r.depth += 1
+        try:
+            out, t0, wall, cpu, runq, q0 = _timed(next, self.it)
+        finally:
+            r.depth -= 1
+        _record_samples(r, t0, wall, cpu, runq, q0, (-1,))
+        return out
+
+
+class _TimedStatefulIterator(_TimedIterator):
+    """A timed iterator over one with state_dict / load_state_dict, which
+    torchdata's StatefulDataLoader saves and restores (its Stateful check
+    is by attribute): forwarded, so a resume loads the iterator's own state
+    rather than fast-forwarding it."""
+
+    __slots__ = ()
+
+    def state_dict(self):
+        return self.it.state_dict()
+
+    def load_state_dict(self, state_dict):
+        return self.it.load_state_dict(state_dict)
+
+
+def timed_iterator(it):
+    stateful = hasattr(it, "state_dict") and hasattr(it, "load_state_dict")
+    return (_TimedStatefulIterator if stateful else _TimedIterator)(it)
+
+
+class TimedContainer:
+    """Stands in, on the loader, for a dataset that is not a torch Dataset
+    (a list, a tensor, a Hugging Face dataset), which torch only indexes,
+    measures with len() and asks for __getitems__: times every __getitem__
+    (and __getitems__, when the dataset has one: TimedContainer(ds) is then
+    a _TimedBatchedContainer, so that hasattr(wrapper, "__getitems__"), which
+    torch's fetcher checks, answers as for ds). Reads and writes of other
+    attributes go to the dataset."""
 
     _own = ("dataset",)
+
+    def __new__(cls, dataset=None):
+        if cls is TimedContainer and getattr(dataset, "__getitems__", None):
+            cls = _TimedBatchedContainer
+        return object.__new__(cls)
 
     def __init__(self, dataset):
         object.__setattr__(self, "dataset", dataset)
@@ -168,91 +308,16 @@ class _Forwarding:
     def __setstate__(self, state):
         object.__setattr__(self, "dataset", state["dataset"])
 
-
-def _record_samples(r, t0, wall, cpu, runq, q0, indices):
-    """Records one timed call that produced len(indices) samples, its time
-    split evenly over them (only the outermost timed call records)."""
-    if r.depth != 0:
-        return
-    if not r.samples:
-        r.start_runq = q0
-    n = len(indices)
-    if n == 0:
-        return
-    w, c, q = wall / n, cpu / n, runq / n
-    for i, index in enumerate(indices):
-        r.samples.append((t0 + i * w, w, c, q, index if isinstance(index, int) else -1))
-
-
-class TimedDataset(_Forwarding):
-    """Stands in for a map-style dataset: times every __getitem__ (and
-    __getitems__, when the dataset has one) and otherwise forwards to it
-    (len, attributes). TimedDataset(ds) is a _TimedBatchedDataset when ds
-    has a __getitems__, so that hasattr(wrapper, "__getitems__"), which
-    torch's fetcher checks, answers as it would for ds."""
-
-    def __new__(cls, dataset=None):
-        if cls is TimedDataset and getattr(dataset, "__getitems__", None):
-            cls = _TimedBatchedDataset
-        return object.__new__(cls)
-
     def __len__(self):
         return len(self.dataset)
 
     def __getitem__(self, index):
-        # A batched-index sampler (batch_size=None) passes a list of indices: one call, many samples.
-        return self._timed_call(self.dataset.__getitem__, index, index if type(index) is list else (index,))
-
-    @staticmethod
-    def _timed_call(fn, arg, indices):
-        """fn(arg), timed and recorded as the samples `indices`; transforms
-        called inside it record too (depth > 0)."""
-        r = records()
-        r.depth += 1
-        try:
-            out, t0, wall, cpu, runq, q0 = _timed(fn, arg)
-        finally:
-            r.depth -= 1
-        _record_samples(r, t0, wall, cpu, runq, q0, indices)
-        return out
+        return _timed_call(self.dataset.__getitem__, (index,), index if type(index) is list else (index,))
 
 
-class _TimedBatchedDataset(TimedDataset):
-    """A TimedDataset over a dataset with __getitems__ (torch's Subset from
-    2.1, Hugging Face datasets): torch's fetcher calls it for a whole batch."""
-
+class _TimedBatchedContainer(TimedContainer):
     def __getitems__(self, indices):
-        return self._timed_call(self.dataset.__getitems__, indices, list(indices))
-
-
-class TimedIterable(_Forwarding):
-    """Stands in for an IterableDataset: times each item's production.
-    TimedIterable(ds) has a __len__ only when ds has one (a
-    _TimedSizedIterable), like the dataset it stands in for."""
-
-    def __new__(cls, dataset=None):
-        if cls is TimedIterable and hasattr(type(dataset), "__len__"):
-            cls = _TimedSizedIterable
-        return object.__new__(cls)
-
-    def __iter__(self):
-        r = records()
-        it = iter(self.dataset)
-        while True:
-            r.depth += 1
-            try:
-                out, t0, wall, cpu, runq, q0 = _timed(next, it)
-            except StopIteration:
-                return
-            finally:
-                r.depth -= 1
-            _record_samples(r, t0, wall, cpu, runq, q0, (-1,))
-            yield out
-
-
-class _TimedSizedIterable(TimedIterable):
-    def __len__(self):
-        return len(self.dataset)
+        return _timed_call(self.dataset.__getitems__, (indices,), list(indices))
 
 
 class TimedTransform:
@@ -265,12 +330,12 @@ class TimedTransform:
         self.transform = transform
         self.index = index
 
-    def __call__(self, x):
+    def __call__(self, *args, **kwargs):  # torchvision's v2 Compose passes (image, target, ...)
         r = records()
         if r.depth == 0:
-            return self.transform(x)
-        out, t0, wall, cpu, runq, _ = _timed(self.transform, x)
-        r.transforms.append((len(r.samples), self.index, t0, wall, cpu, runq, _pixels(x)))
+            return self.transform(*args, **kwargs)
+        out, t0, wall, cpu, runq, _ = _timed(lambda: self.transform(*args, **kwargs))
+        r.transforms.append((len(r.samples), self.index, t0, wall, cpu, runq, _pixels(args[0]) if args else 0))
         return out
 
     def __repr__(self):
@@ -354,10 +419,12 @@ class ProbedBatch:
 
     def pin_memory(self, *args):
         # torch's pin-memory thread (and the single-process iterator) calls
-        # this for objects it does not know: time the pin of the real batch.
-        from torch.utils.data._utils.pin_memory import pin_memory
+        # this for objects it does not know: time the pin of the real batch,
+        # pinned by torch's own function (_torch_compat checked it attaches).
+        from ._torch_compat import pin_function
+        pin = pin_function()
         t0 = _NOW()
-        data = pin_memory(self.data, *args)
+        data = pin(self.data, *args)
         self.info["pin"] = (t0, _NOW() - t0)
         return ProbedBatch(data, self.info)
 

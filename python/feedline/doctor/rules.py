@@ -69,6 +69,9 @@ def diagnose(ev):
         findings.append(f)
     if not findings:
         findings.append(_unexplained(ev))
+    f = _probes_not_attached(ev)
+    if f:  # first among equals (it explains why no stage is named)
+        findings.insert(0, f)
     return rank(findings)
 
 
@@ -577,6 +580,34 @@ def _unexplained(ev):
         "Run doctor.measure_capacity(loader) to measure the loader alone, or use a torch DataLoader or "
         "feedline.Loader, which the doctor can look inside.",
         {"starvation": starv}, None, current_rate(ev), remedy="none", severity="info")
+
+
+def _probes_not_attached(ev):
+    """Says what the doctor could not attach to a torch DataLoader, and why
+    (the "probes" section, from _torch_compat): everything (the loop timed
+    from outside: wait per batch and step time only), or one optional part."""
+    p = ev.get("probes")
+    if not p or not p.get("not_attached"):
+        return None
+    parts = p["not_attached"]
+    why = "; ".join(n["reason"] if n["reason"].startswith(n["part"]) else f"{n['part']}: {n['reason']}"
+                    for n in parts)
+    ver = p.get("torch_version") or "?"
+    if p.get("mode") == "outside":
+        return _finding(
+            "probes_not_attached", "Timed from outside only: the doctor could not attach its probes",
+            f"On torch {ver} the doctor left this DataLoader as it was ({why}). The wait for each batch and "
+            "the step time are measured; the per-stage split (load, transforms, collate, workers) is not, so "
+            "no finding below can name a stage.",
+            "Nothing to change in the loop, which got its batches untouched. For the per-stage view, watch the "
+            "loader before its persistent workers first start, or report this message with the torch version.",
+            {"torch_version": ver, "not_attached": parts}, None, None, remedy="none", severity="info")
+    return _finding(
+        "probes_not_attached", "Some of the doctor's probes could not attach",
+        f"On torch {ver}: {why}. Those parts' times are missing (counted in the sample's time where they ran "
+        "inside it); everything else was measured.",
+        "Nothing to change in the loop, which got its batches untouched.",
+        {"torch_version": ver, "not_attached": parts}, None, None, remedy="none", severity="info")
 
 
 # -- the feedline Loader model -----------------------------------------------------

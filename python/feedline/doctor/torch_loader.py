@@ -4,7 +4,7 @@ times, start-up per epoch, memory, and the loader's settings."""
 import os
 import statistics
 
-from . import probes
+from . import _torch_compat, probes
 
 
 def is_torch_loader(obj):
@@ -23,19 +23,6 @@ def _name(obj):
         return fn
     r = repr(obj)
     return r if len(r) <= 60 and "\n" not in r and not r.startswith("<") else type(obj).__name__
-
-
-def _find_compose(dataset):
-    """The torchvision-style Compose behind dataset.transform (through
-    Subset-like wrappers), or None."""
-    seen = 0
-    while dataset is not None and seen < 4:
-        tf = getattr(dataset, "transform", None)
-        if tf is not None and isinstance(getattr(tf, "transforms", None), list) and callable(tf):
-            return tf
-        dataset = getattr(dataset, "dataset", None)
-        seen += 1
-    return None
 
 
 def _files(dataset, limit=256):
@@ -64,75 +51,76 @@ def _files(dataset, limit=256):
 class TorchProbe:
     """Installs the probes on one DataLoader and collects the batches' timings.
 
-    attach() replaces loader.dataset (bypassing DataLoader's guard, the
-    sampler is untouched), the entries of the dataset's Compose, collate_fn
-    and worker_init_fn; detach() puts every one back. Persistent workers
-    started before attach() (or while attached) are shut down so the next
-    iteration starts them with the right code. release() (each epoch's end)
-    detaches unless persistent workers started with the probes are alive.
+    attach() installs them through _torch_compat.Attachment (the user's
+    dataset, timed in place and type-preserving; the entries of its Compose,
+    collate_fn and worker_init_fn); detach() puts every one back. When one
+    of torch's internals the probes need is not as expected (or persistent
+    workers already run without the probes), nothing is installed, for the
+    rest of this probe's life: the loop is timed from the outside only and
+    status() says what could not be attached and why. release() (each
+    epoch's end) detaches unless persistent workers started with the probes
+    are alive; detach() stops those (they run the probes' copies).
     """
 
     def __init__(self, loader):
         self.loader = loader
         self.batches = []        # (info, t_request, t_received, epoch)
         self.capacity_batches = []
-        self._saved = None
+        self._att = None         # the live _torch_compat.Attachment
+        self.outside = []        # why the probes could not attach: [{"part", "reason"}], sticky
+        self.notes = []          # optional probes that could not attach
+        self.parts = []          # what did attach
         self.compose = None
         self.batch_bytes = 0     # of one delivered batch (note_batch)
         self.output_hw = None    # its images' height and width
 
     # -- installing -----------------------------------------------------------
     def attach(self):
-        if self._saved is not None:
+        if self.outside or (self._att is not None and self._att.active):
             return
-        from torch.utils.data import IterableDataset
-        from torch.utils.data._utils.collate import default_collate
-        loader = self.loader
-        self._restart_persistent_workers()
-        ds = loader.dataset
-        wrapper = probes.TimedIterable(ds) if isinstance(ds, IterableDataset) else probes.TimedDataset(ds)
-        compose = _find_compose(ds)
-        saved_tf = None
-        if compose is not None:
-            saved_tf = list(compose.transforms)
-            compose.transforms[:] = [probes.TimedTransform(t, i) for i, t in enumerate(saved_tf)]
-            self.compose = compose
-        self._saved = {"dataset": ds, "collate_fn": loader.collate_fn, "worker_init_fn": loader.worker_init_fn,
-                       "transforms": saved_tf}
-        object.__setattr__(loader, "dataset", wrapper)
-        loader.collate_fn = probes.TimedCollate(loader.collate_fn, loader.collate_fn is default_collate)
-        loader.worker_init_fn = probes.TimedWorkerInit(loader.worker_init_fn)
+        att = _torch_compat.Attachment(self.loader)
+        ok = att.attach()
+        self._note(att)
+        if not ok:
+            self.outside = list(att.outside)
+            return
+        self._att = att
+        if att.compose is not None:
+            self.compose = att.compose
 
     def detach(self):
-        if self._saved is None:
+        if self._att is None:
             return
-        loader, saved = self.loader, self._saved
-        self._restart_persistent_workers()
-        object.__setattr__(loader, "dataset", saved["dataset"])
-        loader.collate_fn = saved["collate_fn"]
-        loader.worker_init_fn = saved["worker_init_fn"]
-        if saved["transforms"] is not None:
-            self.compose.transforms[:] = saved["transforms"]
-        self._saved = None
+        self._att.detach()
+        self._note(self._att)
 
     def release(self):
         """At an epoch's end: detach, unless the loader keeps persistent
         workers alive (started with the probes; detaching would shut them
         down and make the next epoch pay their start-up again)."""
-        if self._saved is None:
-            return
-        l = self.loader
-        if l.num_workers > 0 and l.persistent_workers and getattr(l, "_iterator", None) is not None:
+        if self._att is None or not self._att.active or self._att.keeps_workers():
             return
         self.detach()
 
-    def _restart_persistent_workers(self):
-        it = getattr(self.loader, "_iterator", None)
-        if it is not None:
-            shutdown = getattr(it, "_shutdown_workers", None)
-            if shutdown:
-                shutdown()
-            self.loader._iterator = None
+    def _note(self, att):
+        for n in att.notes:
+            if n not in self.notes:
+                self.notes.append(n)
+        for p in att.attached:
+            if p not in self.parts:
+                self.parts.append(p)
+
+    def status(self):
+        """The report's "probes" section: what was attached, and what could
+        not be and why ("mode" "outside": the loop was timed from outside)."""
+        import torch
+        return {"torch_version": torch.__version__, "mode": "outside" if self.outside else "probes",
+                "attached": [] if self.outside else list(self.parts),
+                "not_attached": [dict(n) for n in self.outside + self.notes]}
+
+    def _user_dataset(self):
+        att = self._att
+        return att.dataset if att is not None and att.active else _torch_compat.user_dataset(self.loader)
 
     # -- receiving --------------------------------------------------------------
     def unwrap(self, batch, t_request, t_received, epoch, capacity=False):
@@ -153,20 +141,22 @@ class TorchProbe:
     # -- settings and evidence ----------------------------------------------------
     def settings(self):
         l = self.loader
-        saved = self._saved or {}
-        ds = saved.get("dataset", l.dataset)
-        collate = saved.get("collate_fn", l.collate_fn)
-        ctx = l.multiprocessing_context
-        compose = self.compose or _find_compose(ds)
-        tfs = saved.get("transforms") if saved.get("transforms") is not None else (
-            list(compose.transforms) if compose is not None else None)
+        att = self._att if self._att is not None and self._att.active else None
+        ds = self._user_dataset()
+        collate = att.collate_fn if att is not None else l.collate_fn
+        compose = self.compose or _torch_compat.find_compose(ds)
+        if att is not None and att.transforms is not None:
+            tfs = att.transforms
+        else:
+            tfs = list(compose.transforms) if compose is not None and isinstance(compose.transforms, list) else None
         return {
             "num_workers": l.num_workers, "batch_size": l.batch_size, "pin_memory": bool(l.pin_memory),
             "persistent_workers": bool(l.persistent_workers),
             "prefetch_factor": l.prefetch_factor if l.num_workers > 0 else None,
             "drop_last": bool(l.drop_last), "timeout": l.timeout,
-            "multiprocessing_context": None if ctx is None else getattr(ctx, "_name", str(ctx)),
-            "dataset": type(ds).__name__, "dataset_len": _safe_len(ds), "sampler": type(l.sampler).__name__,
+            "multiprocessing_context": _torch_compat.start_method(l),
+            "dataset": _torch_compat.user_type(ds).__name__, "dataset_len": _safe_len(ds),
+            "sampler": type(l.sampler).__name__,
             "collate_fn": _name(collate), "transforms": [_name(t) for t in tfs] if tfs is not None else None,
         }
 
@@ -176,7 +166,7 @@ class TorchProbe:
         batches = self.batches or self.capacity_batches
         if not batches:
             return None
-        ds = (self._saved or {}).get("dataset", self.loader.dataset)
+        ds = self._user_dataset()
         n_samples = n_delivered = 0
         sw = sc = sq = 0.0
         tf = {}  # transform index -> [wall, cpu, runq, count, pixels_sum, pixels_n]
@@ -332,7 +322,7 @@ class TorchProbe:
     def _image_info(self, decoded):
         out = {"output_hw": self.output_hw, "decoded_pixels": decoded[0] if decoded else None,
                "decoded_aspect": None}
-        ds = (self._saved or {}).get("dataset", self.loader.dataset)
+        ds = self._user_dataset()
         aspect = _first_image_aspect(ds)
         if aspect:
             out["decoded_aspect"] = aspect

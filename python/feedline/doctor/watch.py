@@ -378,7 +378,10 @@ class Doctor:
         from .report import build_evidence
         if self._device.pairs and self._cached is not None:
             self._measure_h2d()
-        return build_evidence(self)
+        ev = build_evidence(self)
+        status = getattr(self.probe, "status", None)
+        ev["probes"] = status() if status is not None else None  # what the probes could attach, and why not
+        return ev
 
     def report(self, file=sys.stdout, json=None, html=None, trace=None):
         """Diagnoses what was measured. Prints the terminal summary to

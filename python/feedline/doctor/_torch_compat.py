@@ -1,0 +1,394 @@
+"""Every place the doctor reaches past torch's public DataLoader API, in one module.
+
+The probes (probes.py) time the user's dataset, transforms, collate_fn and
+worker_init_fn wherever they run, and ride back inside the batch. Installing
+them needs a few things torch does not promise, and each is here, checked when
+the doctor attaches:
+
+  dataset      a torch Dataset's instance gets, for the time of the watch, a
+               subclass of its own class (probes.timed_class) that times
+               __getitem__ / __getitems__ / __iter__: every isinstance check
+               torch makes (IterableDataset, IterDataPipe for seeds and
+               sharding, torchdata's Stateful) answers as without the doctor,
+               and loader.dataset stays the very same object. Anything else
+               (a list, a tensor) is replaced on the loader by a forwarding
+               wrapper, past DataLoader's guard on `dataset`.
+  transforms   the entries of a torchvision-style Compose (a list in
+               `.transforms`), replaced in place and put back.
+  collate_fn,  plain attributes the iterator reads when it is created.
+  worker_init_fn
+  pin memory   torch's nested pin function (torch.utils.data._utils.pin_memory),
+               which hands an object it does not know to its pin_memory():
+               ProbedBatch pins its batch with it.
+  workers      loader._iterator, the persistent workers' iterator, and its
+               _shutdown_workers().
+
+When a required one fails (or the torch version is not one the probes know),
+nothing is installed and the loop is timed from the outside only (the wait
+for each batch, the step); a failed optional one (transforms, worker start-up)
+only loses its timings. Either way the reason, in a sentence, goes into the
+report's "probes" section and a finding (rules._probes_not_attached).
+"""
+import copyreg
+import inspect
+
+from . import probes
+
+# The torch versions the probes were checked against (tests/python/test_doctor_torch2.py
+# runs under Debian's 1.13 and pip's 2.14); a newer major version is unknown ground.
+OLDEST = (1, 13)
+TESTED = "1.13 and 2.14"
+NEXT_MAJOR = 3
+
+
+class Unsupported(Exception):
+    """An assumption about torch that does not hold; `part` is what cannot
+    be attached, str() the reason."""
+
+    def __init__(self, part, reason):
+        super().__init__(reason)
+        self.part = part
+
+
+def torch_version():
+    """(major, minor) of the torch in use, or None when it cannot be read."""
+    import torch
+    try:
+        major, minor = torch.__version__.split("+")[0].split(".")[:2]
+        return int(major), int(minor)
+    except (ValueError, AttributeError):
+        return None
+
+
+def check_version():
+    import torch
+    v = torch_version()
+    if v is None or v < OLDEST or v[0] >= NEXT_MAJOR:
+        raise Unsupported("torch", f"torch {torch.__version__} is not a version the probes know "
+                                   f"({OLDEST[0]}.{OLDEST[1]} to {NEXT_MAJOR - 1}.x; tested with {TESTED})")
+
+
+# -- the dataset -------------------------------------------------------------------------------
+def _is_torch_dataset(ds):
+    from torch.utils.data import Dataset
+    return isinstance(ds, Dataset)
+
+
+class _ClassSwap:
+    """The user's dataset, its class swapped for probes.timed_class(its class)."""
+
+    how = "subclass"
+
+    def __init__(self, ds):
+        self.ds, self.base = ds, type(ds)
+        timed = probes.timed_class(self.base)
+        try:
+            object.__setattr__(ds, "__class__", timed)
+        except TypeError as e:  # a layout that Python will not swap (a C type, say)
+            raise Unsupported("dataset", f"a {self.base.__name__} cannot take the probes' subclass: {e}") from e
+        if type(ds) is not timed or not isinstance(ds, self.base):
+            self.detach()
+            raise Unsupported("dataset", f"a {self.base.__name__} does not keep the class it is given")
+
+    def detach(self):
+        if type(self.ds) is not self.base:
+            object.__setattr__(self.ds, "__class__", self.base)
+
+
+class _Replaced:
+    """A dataset that is not a torch Dataset (a list, a tensor, a Hugging Face
+    dataset): torch only indexes it, takes its len() and asks for
+    __getitems__, so a forwarding wrapper (probes.TimedContainer) stands in
+    for it on the loader."""
+
+    how = "wrapper"
+
+    def __init__(self, loader, ds):
+        self.loader, self.ds = loader, ds
+        if not callable(getattr(type(ds), "__getitem__", None)):
+            raise Unsupported("dataset", f"a {type(ds).__name__} is neither a torch Dataset nor indexable")
+        if "dataset" not in vars(loader):
+            raise Unsupported("dataset", f"{type(loader).__name__} keeps its dataset somewhere other than "
+                                         "its `dataset` attribute")
+        wrapper = probes.TimedContainer(ds)
+        object.__setattr__(loader, "dataset", wrapper)  # past DataLoader's guard on `dataset`
+        if loader.dataset is not wrapper:
+            self.detach()
+            raise Unsupported("dataset", f"{type(loader).__name__}.dataset cannot be replaced")
+
+    def detach(self):
+        if self.loader.dataset is not self.ds:
+            object.__setattr__(self.loader, "dataset", self.ds)
+
+
+def time_dataset(loader):
+    """Times the loader's dataset; returns the handle whose detach() undoes it."""
+    ds = loader.dataset
+    if probes.is_timed(ds):
+        raise Unsupported("dataset", f"this {user_type(ds).__name__} is already timed by another Doctor")
+    return _ClassSwap(ds) if _is_torch_dataset(ds) else _Replaced(loader, ds)
+
+
+def user_dataset(loader):
+    """The user's dataset behind loader.dataset (through a TimedContainer)."""
+    ds = loader.dataset
+    return ds.dataset if isinstance(ds, probes.TimedContainer) else ds
+
+
+def user_type(ds):
+    """The user's class of a dataset, timed or not."""
+    return type(ds).__dict__.get("_feedline_base") or type(ds)
+
+
+def reduce_timed(obj, protocol):
+    """__reduce_ex__ of a timed dataset (spawned workers, copy.deepcopy):
+    reduce it as its own class would and re-time it where it is rebuilt.
+    The timed class itself cannot be pickled by name."""
+    base = user_type(obj)
+    rv = base.__reduce_ex__(obj, protocol)
+    if isinstance(rv, str):  # a module-level object pickled by name: it stays itself, untimed
+        return rv
+    fn, args = rv[0], tuple(rv[1])
+    if fn is type(obj):  # a __reduce__ that returns (self.__class__, args)
+        fn = base
+    elif fn in (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor) and args \
+            and args[0] is type(obj):
+        args = (base,) + args[1:]
+    return (_rebuild_timed, (fn, args)) + tuple(rv[2:])
+
+
+def _rebuild_timed(fn, args):
+    obj = fn(*args)
+    try:
+        object.__setattr__(obj, "__class__", probes.timed_class(type(obj)))
+    except TypeError:
+        pass  # untimed but intact: the batches stay the same
+    return obj
+
+
+# -- transforms --------------------------------------------------------------------------------
+def find_compose(dataset):
+    """The torchvision-style Compose behind dataset.transform (through
+    Subset-like wrappers), or None."""
+    seen = 0
+    while dataset is not None and seen < 4:
+        tf = getattr(dataset, "transform", None)
+        if tf is not None and hasattr(tf, "transforms") and callable(tf):
+            return tf
+        dataset = getattr(dataset, "dataset", None)
+        seen += 1
+    return None
+
+
+def time_transforms(compose):
+    """Replaces each entry of compose.transforms (in place: the Compose is
+    the user's, shared by every copy of the dataset) by a TimedTransform;
+    returns the entries to put back."""
+    tfs = getattr(compose, "transforms", None)
+    if not isinstance(tfs, list):
+        raise Unsupported("transforms", f"{type(compose).__name__}.transforms is a {type(tfs).__name__}, "
+                                        "not the list the probes edit in place")
+    if not all(callable(t) for t in tfs):
+        raise Unsupported("transforms", f"{type(compose).__name__}.transforms holds an entry that is not callable")
+    saved = list(tfs)
+    tfs[:] = [probes.TimedTransform(t, i) for i, t in enumerate(saved)]
+    return saved
+
+
+def restore_transforms(compose, saved):
+    compose.transforms[:] = saved
+
+
+# -- collate_fn, worker_init_fn ------------------------------------------------------------------
+def replace_attribute(loader, name, value):
+    """Sets loader.<name> (an attribute the iterator reads when it is
+    created); returns the old value."""
+    if not hasattr(loader, name):
+        raise Unsupported(name, f"{type(loader).__name__} has no `{name}`")
+    old = getattr(loader, name)
+    setattr(loader, name, value)
+    if getattr(loader, name) is not value:
+        setattr(loader, name, old)
+        raise Unsupported(name, f"{type(loader).__name__}.{name} does not keep what it is set to")
+    return old
+
+
+def is_default_collate(fn):
+    from torch.utils.data import default_collate
+    return fn is default_collate
+
+
+# -- pin memory ----------------------------------------------------------------------------------
+_pin = None
+
+
+def pin_function():
+    """torch's pin function for nested batches (what the pin-memory thread
+    runs on each batch), after checking that it hands an object it does not
+    know to that object's pin_memory(): how a ProbedBatch pins the batch it
+    carries and times it. Runs on a batch without tensors, so no device is
+    needed."""
+    global _pin
+    if _pin is not None:
+        return _pin
+    try:
+        from torch.utils.data._utils import pin_memory as pin_module
+        fn = pin_module.pin_memory
+    except (ImportError, AttributeError) as e:
+        raise Unsupported("pin_memory", f"torch.utils.data._utils.pin_memory.pin_memory is gone ({e})") from e
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if not params or params[0] != "data":
+        raise Unsupported("pin_memory", "torch.utils.data._utils.pin_memory.pin_memory(data, ...) has changed "
+                                        f"its signature ({params})")
+    _pin = fn  # set first: the check below pins through ProbedBatch.pin_memory, which asks for it
+    try:
+        out = fn(probes.ProbedBatch("probe", {}))
+        ok = isinstance(out, probes.ProbedBatch) and out.data == "probe" and "pin" in out.info
+    except Exception as e:  # noqa: BLE001 - any failure means the assumption is wrong
+        ok, why = False, f"{type(e).__name__}: {e}"
+    else:
+        why = f"it returned a {type(out).__name__}"
+    if not ok:
+        _pin = None
+        raise Unsupported("pin_memory", "torch's pin function does not hand a batch it does not know to the "
+                                        f"batch's own pin_memory() ({why})")
+    return _pin
+
+
+# -- the workers -----------------------------------------------------------------------------------
+def live_iterator(loader):
+    """The iterator that keeps persistent workers alive between epochs, or None."""
+    if not hasattr(loader, "_iterator"):
+        raise Unsupported("persistent workers", f"{type(loader).__name__} has no `_iterator`: the doctor cannot "
+                                                "tell whether persistent workers are running")
+    return loader._iterator
+
+
+def has_persistent_workers(loader):
+    return bool(loader.num_workers > 0 and loader.persistent_workers)
+
+
+def shutdown_workers(loader):
+    """Stops the persistent workers (started with the probes), so that the
+    next epoch starts new ones with the user's own objects. Returns a note
+    when it had to leave that to the iterator's destructor."""
+    it = getattr(loader, "_iterator", None)
+    if it is None:
+        return None
+    note = None
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if callable(shutdown):
+        shutdown()
+    else:
+        note = (f"{type(it).__name__} has no _shutdown_workers(): its workers stop when the iterator is "
+                "collected")
+    loader._iterator = None
+    del it
+    return note
+
+
+def start_method(loader):
+    """The multiprocessing start method the loader was given, or None (the default)."""
+    ctx = loader.multiprocessing_context
+    if ctx is None:
+        return None
+    get = getattr(ctx, "get_start_method", None)
+    try:
+        return get() if callable(get) else str(ctx)
+    except Exception:  # noqa: BLE001 - a custom context object: describe it
+        return str(ctx)
+
+
+# -- attaching everything ----------------------------------------------------------------------------
+class Attachment:
+    """What the probes changed on one loader, and what they could not attach.
+
+    attach() either installs every required probe (dataset, collate_fn; the
+    pin function when the loader pins) or none; `outside` is then the
+    reason, as a list of {"part", "reason"}. Optional probes that fail are in
+    `notes` and leave the rest working. detach() undoes all, idempotently."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.outside = []     # required probes that failed: timed from outside
+        self.notes = []       # optional probes that failed
+        self.attached = []    # names of the parts attached
+        self.dataset = None   # the user's dataset
+        self.collate_fn = None
+        self.worker_init_fn = None
+        self.compose = None
+        self.transforms = None  # the Compose's own entries, while replaced
+        self._undo = []
+        self.active = False
+
+    def attach(self):
+        loader = self.loader
+        self.dataset = user_dataset(loader)
+        self.collate_fn, self.worker_init_fn = loader.collate_fn, loader.worker_init_fn
+        try:
+            check_version()
+            if has_persistent_workers(loader) and live_iterator(loader) is not None:
+                raise Unsupported("persistent workers", "persistent workers were already running without the "
+                                  "probes, and restarting them would reseed their random number generators")
+            if loader.pin_memory:
+                pin_function()
+            handle = time_dataset(loader)
+            self._undo.append(handle.detach)
+            self.attached.append(f"dataset ({handle.how})")
+            old = replace_attribute(loader, "collate_fn",
+                                    probes.TimedCollate(loader.collate_fn, is_default_collate(loader.collate_fn)))
+            self._undo.append(lambda: setattr(loader, "collate_fn", old))
+            self.attached.append("collate_fn")
+        except Unsupported as e:
+            self._run_undo()
+            self.outside.append({"part": e.part, "reason": str(e)})
+            return False
+        self._optional()
+        self.active = True
+        return True
+
+    def _optional(self):
+        loader = self.loader
+        try:
+            old_init = replace_attribute(loader, "worker_init_fn", probes.TimedWorkerInit(loader.worker_init_fn))
+            self._undo.append(lambda: setattr(loader, "worker_init_fn", old_init))
+            self.attached.append("worker_init_fn")
+        except Unsupported as e:
+            self.notes.append({"part": e.part, "reason": str(e)})
+        compose = find_compose(self.dataset)
+        if compose is not None:
+            try:
+                saved = time_transforms(compose)
+            except Unsupported as e:
+                self.notes.append({"part": e.part, "reason": str(e)})
+            else:
+                self.compose, self.transforms = compose, saved
+                self._undo.append(lambda: restore_transforms(compose, saved))
+                self.attached.append("transforms")
+        if loader.pin_memory:
+            self.attached.append("pin_memory")
+
+    def detach(self):
+        """Puts everything back; with persistent workers started with the
+        probes, stops them first (they run the probes' copies)."""
+        if not self.active:
+            return
+        if has_persistent_workers(self.loader):
+            note = shutdown_workers(self.loader)
+            if note:
+                self.notes.append({"part": "persistent workers", "reason": note})
+        self._run_undo()
+        self.transforms = None
+        self.active = False
+
+    def keeps_workers(self):
+        """Whether persistent workers started with the probes are alive."""
+        return self.active and has_persistent_workers(self.loader) and getattr(self.loader, "_iterator",
+                                                                                 None) is not None
+
+    def _run_undo(self):
+        while self._undo:
+            self._undo.pop()()
