@@ -39,6 +39,14 @@ struct FEEDLINE_EXPORT SourceOptions {
   ImageFolderOptions folder;  // for image folder trees
 };
 
+// Which kind of source `path` is, by the one rule every caller uses (the
+// Python face and the doctor ask this too): an http(s) URL or a directory
+// with manifest.json is packed shards; a .tar file, or a directory holding
+// .tar files and no sub-directories, is WebDataset tars; anything else is an
+// ImageFolder tree (so a folder with both .tar files and class folders is a
+// folder). Looks at names only; opening the source reports what is wrong.
+FEEDLINE_EXPORT Source::Kind DetectSourceKind(const std::string& path);
+
 // Errors are those of the underlying opener, naming the file.
 FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path, const SourceOptions& options = {});
 

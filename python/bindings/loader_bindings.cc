@@ -278,6 +278,9 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("dtype", &ImageTransform::dtype)
       .def_readwrite("layout", &ImageTransform::layout)
       .def_readwrite("dct_scaling", &ImageTransform::dct_scaling);
+  // The one source-kind rule (source.h), for the Python face and the doctor.
+  m.def("source_kind", [](const std::string& path) { return std::string(SourceKindName(DetectSourceKind(path))); },
+        py::arg("path"));
   m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
   m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
 

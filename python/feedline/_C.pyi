@@ -112,3 +112,6 @@ class ImageFolderLoader:
     def classes(self) -> List[str]: ...  # os.fsdecode()'d names
     @property
     def samples(self) -> Optional[List[Tuple[str, int]]]: ...  # None unless an image folder
+
+def source_kind(path: bytes | str) -> str:
+    """'shards', 'tar' or 'folder': the engine's one rule for a path."""

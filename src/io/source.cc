@@ -18,6 +18,23 @@ const char* SourceKindName(Source::Kind kind) {
   return "?";
 }
 
+Source::Kind DetectSourceKind(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (IsUrl(path)) return Source::Kind::kShards;  // remote data: a packed dataset served over HTTP(S)
+  if (fs::path(path).extension() == ".tar") return Source::Kind::kTar;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return Source::Kind::kImageFolder;  // opening it names the problem
+  if (fs::exists(fs::path(path) / kManifestName, ec)) return Source::Kind::kShards;
+  bool any_tar = false, any_dir = false;
+  // error_code overloads throughout: a symlink loop here must not throw.
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code entry_ec;
+    any_tar |= it->path().extension() == ".tar";
+    any_dir |= it->is_directory(entry_ec);
+  }
+  return any_tar && !any_dir ? Source::Kind::kTar : Source::Kind::kImageFolder;
+}
+
 Result<Source> OpenSource(const std::string& path, const SourceOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -34,23 +51,13 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     s.read_op = MakeShardReadOp(std::move(ds), ra);
     return s;
   }
-  bool tars = fs::path(path).extension() == ".tar";
-  if (!tars && fs::is_directory(path, ec) && !fs::exists(fs::path(path) / kManifestName, ec)) {
-    bool any_tar = false, any_dir = false;
-    // error_code overloads throughout: a symlink loop here must not throw.
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      std::error_code entry_ec;
-      any_tar |= it->path().extension() == ".tar";
-      any_dir |= it->is_directory(entry_ec);
-    }
-    tars = any_tar && !any_dir;
-  }
-  if (tars) {
+  const Source::Kind kind = DetectSourceKind(path);
+  if (kind == Source::Kind::kTar) {
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TarDataset> ds, TarDataset::OpenPath(path));
     s.kind = Source::Kind::kTar;
     s.num_samples = ds->num_samples();
     s.read_op = MakeTarReadOp(std::move(ds));
-  } else if (fs::exists(fs::path(path) / kManifestName, ec)) {
+  } else if (kind == Source::Kind::kShards) {
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path));
     s.kind = Source::Kind::kShards;
     s.num_samples = ds->num_records();

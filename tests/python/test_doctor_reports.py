@@ -301,8 +301,13 @@ def _evidence(report, **changes):
 def test_pin_memory_rule_fires_only_with_cuda_and_predicts_from_the_copy_times(report):
     assert not any(f["id"] == "pin_memory_off" for f in rules.diagnose(_evidence(report)))
     ev = _evidence(report, machine__cuda=True)
-    ev["torch"]["h2d"] = {"pageable_s": 0.004, "pinned_s": 0.001, "pin_s": 0.0005}
-    ev["loop"]["step_mean_s"] = 0.030  # a step-bound loop whose step includes the copy
+    # A step-bound loop whose step includes the copy, by construction: the
+    # step is 4x one worker's whole batch as measured in this report (a busy
+    # machine slows the workers; the ranking must not depend on it), and the
+    # copies are a fixed share of the step.
+    step = max(0.030, 4 * rules.TorchModel(ev).worker_batch()[0])
+    ev["torch"]["h2d"] = {"pageable_s": 0.2 * step, "pinned_s": 0.05 * step, "pin_s": 0.02 * step}
+    ev["loop"]["step_mean_s"] = step
     ev["loop"]["steady_starvation"] = 0.0
     ev["loop"]["steady_samples_per_s"] = rules.TorchModel(ev).rate()
     pin = next(f for f in rules.diagnose(ev) if f["id"] == "pin_memory_off")
