@@ -67,7 +67,7 @@ class FEEDLINE_EXPORT Sample {
   SampleRng rng() const { return SampleRng(epoch_key_, id_, op_index_); }
 
   // The sample's encoded bytes. A source op either points them at memory that
-  // outlives the chain (an mmap'ed shard: zero copy) with set_data(), or
+  // outlives the chain (a record held by the source) with set_data(), or
   // fills scratch() and calls set_data(scratch()).
   std::span<const uint8_t> data() const { return data_; }
   void set_data(std::span<const uint8_t> data) { data_ = data; }
@@ -156,9 +156,12 @@ class FEEDLINE_EXPORT SampleOp {
 
   // Called when the loader starts (or restarts) producing an epoch: the
   // sample ids it will ask for, in order, from position `first` on. Sources
-  // use it to read ahead. Called without any engine lock held, from the
-  // consumer's thread; must not block for long. A null plan means the loader
-  // is closing: stop background work (threads must be joined on return).
+  // use it to read ahead. Called without any engine lock held, serialised
+  // (never two at once), from whichever thread moved the stream on: the
+  // consumer's (create, SetEpoch, RestoreState, an end of epoch) or a worker's
+  // (claims crossing into the next epoch); must not block for long. A null
+  // plan means the loader is closing: stop background work (threads must be
+  // joined on return).
   // Default: nothing.
   virtual void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const {
     (void)plan;

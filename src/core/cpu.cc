@@ -160,9 +160,9 @@ uint64_t AvailableMemoryBytes() {
   return avail;
 }
 
-uint64_t DefaultRamBudget() {
+uint64_t DefaultRamBudget(double fraction) {
   constexpr uint64_t kFloor = uint64_t{64} << 20;
-  const auto b = static_cast<uint64_t>(static_cast<double>(AvailableMemoryBytes()) * kDefaultRamFraction);
+  const auto b = static_cast<uint64_t>(static_cast<double>(AvailableMemoryBytes()) * fraction);
   return std::max(kFloor, b);
 }
 

@@ -23,10 +23,10 @@ uint32_t DefaultCpuBudget();
 // parents (v2), or limit_in_bytes - usage_in_bytes (v1).
 uint64_t AvailableMemoryBytes();
 
-// The loader's default RAM budget: kDefaultRamFraction of
-// AvailableMemoryBytes(), at least 64 MiB.
-inline constexpr double kDefaultRamFraction = 0.25;
-uint64_t DefaultRamBudget();
+// A default RAM budget: `fraction` of AvailableMemoryBytes(), at least
+// 64 MiB. (The loader's fraction is kDefaultRamFraction in loader.h; core
+// knows nothing above it.)
+uint64_t DefaultRamBudget(double fraction);
 
 namespace detail {
 // Parsers, exposed for tests. Return 0 when there is no limit or the text is

@@ -99,7 +99,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   }
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
 
-  if (options.max_bytes == 0) options.max_bytes = core::DefaultRamBudget();
+  if (options.max_bytes == 0) options.max_bytes = core::DefaultRamBudget(kDefaultRamFraction);
   if (options.cpu_budget == 0) options.cpu_budget = core::DefaultCpuBudget();
   detail::PipelineDemand demand;
   {

@@ -465,7 +465,7 @@ TEST(CpuBudgetTest, ParsesCgroupAndMeminfo) {
   EXPECT_EQ(core::detail::ParseCgroupMemoryValue("max\n"), 0u);
   EXPECT_EQ(core::detail::ParseCgroupMemoryValue("1048576\n"), 1048576u);
   EXPECT_GE(core::DefaultCpuBudget(), 1u);
-  EXPECT_GE(core::DefaultRamBudget(), uint64_t{64} << 20);
+  EXPECT_GE(core::DefaultRamBudget(kDefaultRamFraction), uint64_t{64} << 20);
 }
 
 }  // namespace
