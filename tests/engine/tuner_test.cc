@@ -244,7 +244,9 @@ TEST(TunerLoaderTest, LandsOnTheThreadsTheConsumerNeedsAndLeavesTheRestIdle) {
   // consumer-bound starvation): scheduling noise moves it.
   std::printf("%u threads at %.2f ms/sample for %.0f samples/s; starved %.1f%%\n", r.threads_end,
               1e3 * r.service_s, r.demand, 100 * r.starved);
-  if (!Logged(*loader, "saturated")) EXPECT_GE(r.threads_end, 2u);
+  if (!Logged(*loader, "saturated")) {
+    EXPECT_GE(r.threads_end, 2u);
+  }
   // No more than the need with the policy's headroom (x1.2, rounded up)
   // plus one not yet shed: the rest of the budget of 8 stays idle.
   EXPECT_LE(r.threads_end, static_cast<uint32_t>(std::ceil(1.2 * r.demand * r.service_s)) + 1)
