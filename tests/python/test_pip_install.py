@@ -20,13 +20,17 @@ BUILD = pathlib.Path(feedline.__file__).resolve().parents[2]
 
 def test_pip_install_offline_into_a_venv(tmp_path, dataset):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    if sys.prefix != sys.base_prefix:
+    in_venv = sys.prefix != sys.base_prefix
+    # From a venv, the new one has no pip or setuptools of its own, which would
+    # shadow the outer venv's (torch 2.14 requires setuptools >= 77.0.3).
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", *(["--without-pip"] if in_venv else []),
+                    str(venv)], check=True)
+    if in_venv:
         site = next((venv / "lib").glob("python3*/site-packages"))
         (site / "outer_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = dict(os.environ, FEEDLINE_CMAKE_BUILD_DIR=str(BUILD), PIP_NO_INDEX="1")
     env.pop("PYTHONPATH", None)
-    build = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "-q",
+    build = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q",
                             str(ROOT)], env=env, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout + build.stderr
     check = subprocess.run(
