@@ -1,6 +1,8 @@
 # feedline: every target does its own set-up on a fresh Debian 12 machine.
 #   make demo   build and run the main job on the built-in dataset
-#   make test   build and run every test (C++ via ctest)
+#   make test   build and run every test (C++ via ctest; Python under Debian's torch 1.13)
+#   make test-torch2       every Python suite again under torch 2.14.1 (a pip venv in build/; CI)
+#   make test-pip-install  `pip install .` into a fresh venv, as a new user does (CI)
 #   make bench  build and run the benchmarks, printing ratios
 #   make asan   C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan   C++ tests under ThreadSanitizer
@@ -16,7 +18,7 @@ PYTHON := /usr/bin/python3
 BUILD_ASAN := build-asan
 BUILD_TSAN := build-tsan
 
-.PHONY: all deps build demo-build demo test bench asan tsan fuzz format clean
+.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench asan tsan fuzz format clean
 
 all: build
 
@@ -61,6 +63,40 @@ test: build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py --quick >/dev/null
 	$(PYTHON) bench/summary.py --quick >/dev/null
+
+# The torch 2.x generation: a venv of the python3 first on PATH (not
+# Debian's) with the pinned torch 2.14.1 + torchvision 0.29.1 and the test
+# dependencies, the extension and CLI built for that interpreter in their own
+# build directory, and every Python suite run under it. Kept out of `make test`
+# so that a user's first run downloads nothing large (~5.5 GB in the venv).
+HOST_PYTHON ?= python3
+VENV_TORCH2 := $(BUILD)/venv-torch2
+BUILD_TORCH2 := build-torch2
+
+$(VENV_TORCH2)/.installed: scripts/requirements-torch2.txt
+	rm -rf $(VENV_TORCH2)
+	$(HOST_PYTHON) -m venv $(VENV_TORCH2)
+	$(VENV_TORCH2)/bin/pip install -q -r scripts/requirements-torch2.txt
+	touch $@
+
+$(BUILD_TORCH2)/CMakeCache.txt: | deps $(VENV_TORCH2)/.installed
+	cmake -S . -B $(BUILD_TORCH2) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) \
+	  -DPython_EXECUTABLE=$(CURDIR)/$(VENV_TORCH2)/bin/python -DFEEDLINE_BUILD_TESTS=OFF \
+	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF $(CMAKE_FLAGS)
+
+torch2-build: deps $(VENV_TORCH2)/.installed $(BUILD_TORCH2)/CMakeCache.txt
+	cmake --build $(BUILD_TORCH2) -j $(JOBS) --target feedline_cli feedline_python
+
+test-torch2: torch2-build
+	$(VENV_TORCH2)/bin/python -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	  $(VENV_TORCH2)/bin/python -m pytest -q -p no:cacheprovider tests/integration tests/python
+
+# A new user's install (README): `pip install .` into a fresh venv of the
+# python3 on PATH, build isolation, dependencies from PyPI; then the installed
+# package loads a generated folder (scripts/check-pip-install.sh).
+test-pip-install: demo-build
+	HOST_PYTHON=$(HOST_PYTHON) FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline bash scripts/check-pip-install.sh
 
 # BENCH_IMAGES / BENCH_REPEATS choose the dataset size and repeats.
 BENCH_IMAGES ?= 2000

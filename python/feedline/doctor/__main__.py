@@ -10,7 +10,7 @@ import json
 import sys
 
 from .pipeline import scan
-from .report import Report
+from ._report import Report
 
 
 def _threads(text):

@@ -6,7 +6,7 @@ import time
 
 from . import rules
 from .feedline_loader import source_kind, stats_delta
-from .report import SCHEMA, SCHEMA_VERSION, machine_info
+from ._report import SCHEMA, SCHEMA_VERSION, machine_info
 
 _NOW = time.perf_counter
 

@@ -375,7 +375,7 @@ class Doctor:
     # -- results -------------------------------------------------------------------
     def evidence(self):
         """Everything measured, as the report's JSON minus its findings."""
-        from .report import build_evidence
+        from ._report import build_evidence
         if self._device.pairs and self._cached is not None:
             self._measure_h2d()
         ev = build_evidence(self)
@@ -387,7 +387,7 @@ class Doctor:
         """Diagnoses what was measured. Prints the terminal summary to
         `file` (None: nothing), writes the JSON, HTML and trace files asked
         for, and returns the Report."""
-        from .report import Report
+        from ._report import Report
         r = Report.from_doctor(self)
         if file is not None:
             print(r.summary(), file=file)
