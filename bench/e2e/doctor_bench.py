@@ -36,50 +36,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
 
 
-# -- planted costs (module level: DataLoader workers pickle them) ---------------------
-class Sleep:
-    def __init__(self, seconds):
-        self.seconds = seconds
-
-    def __call__(self, x):
-        time.sleep(self.seconds)
-        return x
-
-
-class SlowAugment(Sleep):
-    pass
-
-
-class ColorJitterish(Sleep):
-    pass
-
-
-class Blurish(Sleep):
-    pass
-
-
-class SlowStorage:
-    def __init__(self, delay):
-        self.delay = delay
-
-    def __call__(self, path):
-        time.sleep(self.delay)
-        return pil_loader(path)
-
-
-class SlowCollate(Sleep):
-    def __call__(self, samples):
-        time.sleep(self.seconds)
-        return default_collate(samples)
-
-
-class SetUpConnection(Sleep):
-    def __call__(self, worker_id):
-        time.sleep(self.seconds)
-
-
-def tf(*extra):
-    return T.Compose([T.Resize(64), T.CenterCrop(64), *extra, T.ToTensor()])
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from doctor_plants import (Blurish, ColorJitterish, SetUpConnection, SlowAugment, SlowCollate,  # noqa: E402,F401
+                            SlowStorage, Sleep, tf)
 
 
 # -- data --------------------------------------------------------------------------
