@@ -10,6 +10,8 @@
 
 #include "feedline/file.h"
 
+#include "src/core/mutex.h"
+
 namespace feedline {
 
 namespace io {
@@ -67,8 +69,8 @@ namespace {
 // dataset of a thousand shards meets the common soft limit of 1024 while the
 // hard limit is usually far higher. True if the limit went up.
 bool RaiseDescriptorLimit() {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> l(mu);
+  static core::Mutex mu;
+  core::MutexLock l(&mu);
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return false;
   rlimit raised = lim;
@@ -80,8 +82,8 @@ bool RaiseDescriptorLimit() {
 
 namespace {
 
-std::mutex wrapper_mu;
-FileWrapper& Wrapper() {
+core::Mutex wrapper_mu;
+FileWrapper& Wrapper() REQUIRES(wrapper_mu) {
   static FileWrapper* wrapper = new FileWrapper();  // never destroyed: files may open during exit
   return *wrapper;
 }
@@ -91,7 +93,7 @@ Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
 }  // namespace
 
 FileWrapper SetFileWrapperForTesting(FileWrapper wrapper) {
-  std::lock_guard<std::mutex> l(wrapper_mu);
+  core::MutexLock l(&wrapper_mu);
   std::swap(Wrapper(), wrapper);
   return wrapper;
 }
@@ -100,7 +102,7 @@ Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, cons
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenUnwrapped(name, http));
   FileWrapper wrap;
   {
-    std::lock_guard<std::mutex> l(wrapper_mu);
+    core::MutexLock l(&wrapper_mu);
     wrap = Wrapper();
   }
   // Called without the lock: a wrapper may open files itself.

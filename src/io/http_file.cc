@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "feedline/file.h"
+#include "src/core/mutex.h"
 
 namespace feedline::io {
 namespace {
@@ -98,7 +99,7 @@ class HttpFile final : public RandomAccessFile {
  private:
   CURL* Take() const {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      core::MutexLock l(&mu_);
       if (!pool_.empty()) {
         CURL* h = pool_.back();
         pool_.pop_back();
@@ -117,7 +118,7 @@ class HttpFile final : public RandomAccessFile {
     return h;
   }
   void Give(CURL* h) const {
-    std::lock_guard<std::mutex> l(mu_);
+    core::MutexLock l(&mu_);
     pool_.push_back(h);
   }
 
@@ -153,8 +154,9 @@ class HttpFile final : public RandomAccessFile {
   const std::string url_;
   const HttpOptions options_;
   uint64_t size_ = 0;
-  mutable std::mutex mu_;
-  mutable std::vector<CURL*> pool_;
+  // Idle handles, reused across reads (a handle keeps its connection).
+  mutable core::Mutex mu_;
+  mutable std::vector<CURL*> pool_ GUARDED_BY(mu_);
 };
 
 }  // namespace

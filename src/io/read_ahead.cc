@@ -15,15 +15,15 @@ ReadAhead::ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t th
 
 void ReadAhead::SetLimits(uint32_t in_flight, uint64_t bytes) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    core::MutexLock l(&mu_);
     in_flight_limit_ = std::clamp<uint32_t>(in_flight, 1, num_threads_);
     bytes_limit_ = std::clamp<uint64_t>(bytes, 1, std::max<uint64_t>(1, max_bytes_));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 ReadAheadMetrics ReadAhead::Metrics() const {
-  std::lock_guard<std::mutex> l(mu_);
+  core::MutexLock l(&mu_);
   ReadAheadMetrics m;
   m.in_flight_limit = in_flight_limit_;
   m.max_in_flight = num_threads_;
@@ -45,7 +45,7 @@ void ReadAhead::StartThreads() {
 void ReadAhead::SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) {
   if (plan == nullptr) {  // closing: stop and join the fetchers
     {
-      std::lock_guard<std::mutex> l(mu_);
+      core::MutexLock l(&mu_);
       stop_ = true;
       ++generation_;
       plan_ = nullptr;
@@ -54,20 +54,20 @@ void ReadAhead::SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) {
         it = entries_.erase(it);
       }
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
     return;
   }
   if (threads_.empty()) {  // the first plan, or one after a close
     {
-      std::lock_guard<std::mutex> l(mu_);
+      core::MutexLock l(&mu_);
       stop_ = false;
     }
     StartThreads();
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    core::MutexLock l(&mu_);
     ++generation_;
     plan_ = std::move(plan);
     next_ = first;
@@ -78,14 +78,14 @@ void ReadAhead::SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) {
       it = entries_.erase(it);
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void ReadAhead::FetchLoop() {
-  std::unique_lock<std::mutex> l(mu_);
+  core::MutexLock l(&mu_);
   while (!stop_) {
     if (plan_ == nullptr || next_ >= plan_->ids.size()) {
-      cv_.wait(l);
+      cv_.Wait(&l);
       continue;
     }
     const uint64_t id = plan_->ids[next_];
@@ -95,7 +95,7 @@ void ReadAhead::FetchLoop() {
       continue;
     }
     if (in_flight_ >= in_flight_limit_ || (bytes_ + need > bytes_limit_ && bytes_ > 0)) {
-      cv_.wait(l);  // wait for a fetch or a Take to free room (or new limits, or a new plan)
+      cv_.Wait(&l);  // wait for a fetch or a Take to free room (or new limits, or a new plan)
       continue;
     }
     ++next_;
@@ -107,12 +107,12 @@ void ReadAhead::FetchLoop() {
     e.position = next_ - 1;
     const uint64_t generation = generation_;
 
-    l.unlock();  // the fetch (I/O) runs without the lock
+    l.Unlock();  // the fetch (I/O) runs without the lock
     const auto t0 = std::chrono::steady_clock::now();
     Fetched fetched;
     Status status = fetch_(id, &fetched);
     const auto dt = std::chrono::steady_clock::now() - t0;
-    l.lock();
+    l.Lock();
 
     --in_flight_;
     ++fetches_;
@@ -126,7 +126,7 @@ void ReadAhead::FetchLoop() {
       it->second.status = std::move(status);
       it->second.fetched = std::move(fetched);
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
@@ -153,36 +153,37 @@ void ReadAhead::CatchUp(uint64_t id) {
 }
 
 bool ReadAhead::Take(uint64_t id, Fetched* out, Status* status) {
-  std::unique_lock<std::mutex> l(mu_);
+  core::MutexLock l(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) {
     CatchUp(id);
-    l.unlock();
-    cv_.notify_all();
+    l.Unlock();
+    cv_.SignalAll();
     return false;
   }
   const uint64_t generation = generation_;
-  cv_.wait(l, [&] {
+  while (true) {
     it = entries_.find(id);
-    return stop_ || generation != generation_ || it == entries_.end() || it->second.ready;
-  });
+    if (stop_ || generation != generation_ || it == entries_.end() || it->second.ready) break;
+    cv_.Wait(&l);
+  }
   if (stop_ || generation != generation_ || it == entries_.end()) return false;
   *status = std::move(it->second.status);
   *out = std::move(it->second.fetched);
   bytes_ -= it->second.reserved;
   entries_.erase(it);
-  l.unlock();
-  cv_.notify_all();
+  l.Unlock();
+  cv_.SignalAll();
   return true;
 }
 
 uint64_t ReadAhead::peak_bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  core::MutexLock l(&mu_);
   return peak_bytes_;
 }
 
 uint32_t ReadAhead::peak_in_flight() const {
-  std::lock_guard<std::mutex> l(mu_);
+  core::MutexLock l(&mu_);
   return peak_in_flight_;
 }
 

@@ -23,6 +23,8 @@
 #include "feedline/sampler.h"
 #include "feedline/status.h"
 
+#include "src/core/mutex.h"
+
 namespace feedline::io {
 
 struct Fetched {
@@ -72,25 +74,30 @@ class ReadAhead {
   void StartThreads();  // REQUIRES mu_ not held
   // After a miss at `id`: if the workers are ahead of the fetchers, move the
   // fetchers past them and drop what they read that nobody will take.
-  void CatchUp(uint64_t id);
+  void CatchUp(uint64_t id) REQUIRES(mu_);
 
   const FetchFn fetch_;
   const SizeFn size_;
   const uint64_t max_bytes_;
   const uint32_t num_threads_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  std::shared_ptr<const EpochPlan> plan_;
-  uint64_t next_ = 0;
-  uint64_t bytes_ = 0, peak_bytes_ = 0;
-  uint32_t in_flight_ = 0, peak_in_flight_ = 0;
-  uint32_t in_flight_limit_ = 0;  // the tuner's limits
-  uint64_t bytes_limit_ = 0;
-  uint64_t fetches_ = 0, fetch_ns_ = 0, fetched_bytes_ = 0;
-  std::unordered_map<uint64_t, Entry> entries_;
+  mutable core::Mutex mu_;
+  core::CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);
+  uint64_t next_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t peak_bytes_ GUARDED_BY(mu_) = 0;
+  uint32_t in_flight_ GUARDED_BY(mu_) = 0;
+  uint32_t peak_in_flight_ GUARDED_BY(mu_) = 0;
+  uint32_t in_flight_limit_ GUARDED_BY(mu_) = 0;  // the tuner's limits
+  uint64_t bytes_limit_ GUARDED_BY(mu_) = 0;
+  uint64_t fetches_ GUARDED_BY(mu_) = 0;
+  uint64_t fetch_ns_ GUARDED_BY(mu_) = 0;
+  uint64_t fetched_bytes_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
+  // Only SetPlan touches it, and its calls are serialised (SampleOp::OnPlan).
   std::vector<std::thread> threads_;
 };
 
