@@ -25,7 +25,10 @@
 // its batch (which is then shorter; Batch::skipped() names what is missing)
 // and counted; a batch whose every sample was skipped is never delivered
 // (counted in ErrorMetrics::empty_batches), so the loop never sees an empty
-// batch; error max_errors + 1 stops the stream with a summary.
+// batch. With world_size > 1 such a batch stops the stream with DataLoss
+// instead: skipping it would give this rank fewer batches than the others,
+// and the job would hang at its next collective. Error max_errors + 1 stops
+// the stream with a summary.
 // Errors are counted in delivery order, so which error trips the limit is
 // deterministic too.
 //

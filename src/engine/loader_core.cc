@@ -380,6 +380,18 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
     errors_.CountEmptyBatch();
     if (slot.buffer) free_buffers_.push_back(std::move(slot.buffer));
     work_cv_.SignalAll();
+    if (options_.world_size > 1) {
+      // Skipping it would give this rank one batch fewer than the others,
+      // and the job would hang at its next collective: fail loudly instead.
+      Stop(DataLossError(
+          "every sample of batch " + std::to_string(slot.batch) + " of epoch " + std::to_string(slot.epoch) +
+          " on rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world_size) +
+          " failed (" + std::to_string(count) +
+          " skipped); an empty batch cannot be delivered, and skipping it would leave this rank with fewer "
+          "batches than the others (a hang at the next collective). Last error: " +
+          (data->skipped.empty() ? std::string("?") : data->skipped.back().ToString())));
+      return stopped_;
+    }
     *empty = true;
     return Status::OK();
   }

@@ -151,6 +151,27 @@ TEST(LoaderErrorsTest, ABatchWhoseSamplesAllFailIsNeverDelivered) {
     EXPECT_EQ(m.errors.empty_batches, 4u);
     EXPECT_EQ(m.errors.skipped, 18u);
   }
+  // Across ranks, skipping would leave this rank a batch short (a hang at the
+  // next collective): the stream stops, naming batch, rank and why.
+  LoaderOptions ranked = Options(2, ErrorPolicy::kSkip, 100);
+  ranked.rank = 1;
+  ranked.world_size = 2;
+  // Rank 1 of 2, batches of 4: fail every sample of its batch 0.
+  SamplerOptions so;
+  so.num_samples = 16;
+  so.batch_size = 4;
+  so.rank = 1;
+  so.world_size = 2;
+  const EpochPlan plan = Sampler::Create(so)->Plan(0);
+  const std::set<uint64_t> first_batch(plan.ids.begin(), plan.ids.begin() + 4);
+  auto rank1 = MustCreate(MakeTestPipeline({.num_samples = 16, .fail_ids = first_batch}), ranked);
+  Batch b;
+  bool end = false;
+  Status st = rank1->Next(&b, &end);
+  for (int i = 0; st.ok() && !end && i < 8; ++i) st = rank1->Next(&b, &end);
+  ASSERT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("on rank 1 of 2"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("hang at the next collective"), std::string::npos) << st;
   // A last batch that fails whole: the epoch simply ends.
   auto tail = MustCreate(MakeTestPipeline({.num_samples = 8, .fail_ids = {4, 5, 6, 7}}),
                          Options(2, ErrorPolicy::kSkip, 10));
