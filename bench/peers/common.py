@@ -10,8 +10,9 @@ normalised) with its layout ("NCHW" or "NHWC"). The loop here:
     loader (the next epoch) where an epoch ends;
   * CPU seconds over the timed window for this process and every process
     below it (utime + stime from /proc: all threads and workers);
-  * the sanity statistics (per-channel mean and std, shape, dtype) from the
-    warm-up batches, so that computing them costs the timed window nothing.
+  * the sanity statistics (per-channel mean and std, shape, dtype) from
+    `--stats-batches` batches after the timed window, so that computing them
+    costs the window nothing and lets no prefetch fill up before it.
 Only numpy and the standard library here: every peer's environment has them.
 """
 import argparse
@@ -36,6 +37,7 @@ def parse_args():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--batches", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--stats-batches", type=int, default=1, help="batches after the window for the output check")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--beton", help="FFCV: the .beton file of --data")
     return p.parse_args()
@@ -102,38 +104,45 @@ def channel_stats(x, layout):
 
 def run(name, make, to_numpy, version):
     a = parse_args()
-    if a.warmup < 1:
-        raise SystemExit("--warmup must be >= 1: the sanity statistics come from the warm-up batches")
+    if a.warmup < 1 or a.stats_batches < 1:
+        raise SystemExit("--warmup and --stats-batches must be >= 1")
     files, labels = image_folder(a.data)
     t_create = time.perf_counter()
     loader = make(a, files, labels)
-    got, images, first_batch_s = 0, 0, None
-    t0 = cpu0 = None
+    it = [iter(loader), 0]
+
+    def next_batch():
+        # The next batch, re-iterating the loader (the next epoch) where an
+        # epoch ends.
+        while True:
+            for batch in it[0]:
+                it[1] += 1
+                return batch
+            if it[1] == 0:
+                raise SystemExit(f"{name}: the loader yielded no batch (dataset smaller than one batch?)")
+            it[0], it[1] = iter(loader), 0
+
+    next_batch()
+    first_batch_s = time.perf_counter() - t_create
+    # The consumer takes every batch at once from here to the end of the
+    # timed window, so whatever a peer prefetched during start-up is drained
+    # by the warm-up and the window measures its steady rate.
+    for _ in range(a.warmup - 1):
+        next_batch()
     clock = CpuClock()
-    sums, shape, dtype = [], None, None
-    want = a.warmup + a.batches
-    while got < want:
-        n_epoch = 0
-        for batch in loader:
-            n_epoch += 1
-            if first_batch_s is None:
-                first_batch_s = time.perf_counter() - t_create
-            got += 1
-            if got <= a.warmup:
-                x, layout = to_numpy(batch)
-                mean, std, shape, dtype = channel_stats(x, layout)
-                sums.append((mean, std))
-            if got == a.warmup:
-                t0, cpu0 = time.perf_counter(), clock.sample()
-            elif got > a.warmup:
-                images += a.batch
-                clock.sample()
-            if got == want:
-                break
-        if n_epoch == 0:
-            raise SystemExit(f"{name}: the loader yielded no batch (dataset smaller than one batch?)")
+    t0, cpu0 = time.perf_counter(), clock.sample()
+    for _ in range(a.batches):
+        next_batch()
+        clock.sample()
     seconds = time.perf_counter() - t0
     cpu = clock.sample() - cpu0
+    images = a.batches * a.batch
+    # The output check, after the window so that it costs the window nothing.
+    sums = []
+    for _ in range(a.stats_batches):
+        x, layout = to_numpy(next_batch())
+        m, sd, shape, dtype = channel_stats(x, layout)
+        sums.append((m, sd))
     mean = np.mean([m for m, _ in sums], axis=0).tolist()
     std = np.mean([s for _, s in sums], axis=0).tolist()
     print(json.dumps({"peer": name, "version": version, "recipe": a.recipe, "cores": a.cores, "batch": a.batch,

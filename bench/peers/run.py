@@ -27,6 +27,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -97,31 +98,39 @@ def run_peer(name, data, recipe, a):
            "--cores", str(a.cores), "--batch", str(a.batch), "--batches", str(a.batches[data]),
            "--warmup", str(a.warmup[data])]
     env = dict(os.environ, OMP_NUM_THREADS=str(a.cores), **extra)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=ROOT, start_new_session=True)
-    peak, done = [0], threading.Event()
+    # Output to files, not pipes: worker processes a peer leaves behind (its
+    # os._exit skips their teardown; Grain's spawned workers outlive it) would
+    # hold a pipe open. The peer's session is killed once it has exited.
+    with tempfile.TemporaryFile("w+") as fout, tempfile.TemporaryFile("w+") as ferr:
+        proc = subprocess.Popen(cmd, stdout=fout, stderr=ferr, text=True, env=env, cwd=ROOT,
+                                start_new_session=True)
+        peak, done = [0], threading.Event()
 
-    def sample():
-        start = time.monotonic()
-        while not done.is_set():
-            peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
-            time.sleep(0.05 if time.monotonic() - start < 2.0 else 0.2)
+        def sample():
+            start = time.monotonic()
+            while not done.is_set():
+                peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
+                time.sleep(0.05 if time.monotonic() - start < 2.0 else 0.2)
 
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    try:
-        out, err = proc.communicate(timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        out, err = proc.communicate()
+        t = threading.Thread(target=sample, daemon=True)
+        t.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        done.set()
+        t.join()
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
+    if timed_out:
         err += f"\ntimed out after {a.timeout} s"
-    done.set()
-    t.join()
-    # Worker processes a peer left behind (os._exit skips their teardown).
-    try:
-        os.killpg(proc.pid, 9)
-    except ProcessLookupError:
-        pass
     lines = out.strip().splitlines()
     if proc.returncode != 0 or not lines:
         return {"error": f"exit {proc.returncode}: " + err.strip()[-3000:]}
