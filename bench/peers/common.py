@@ -10,9 +10,8 @@ normalised) with its layout ("NCHW" or "NHWC"). The loop here:
     loader (the next epoch) where an epoch ends;
   * CPU seconds over the timed window for this process and every process
     below it (utime + stime from /proc: all threads and workers);
-  * the sanity statistics (per-channel mean and std, shape, dtype) from
-    `--stats-batches` batches after the timed window, so that computing them
-    costs the window nothing and lets no prefetch fill up before it.
+  * the sanity statistics (per-channel mean and std, shape, dtype) from the
+    first batch (and `--stats-batches` - 1 after the window), outside it.
 Only numpy and the standard library here: every peer's environment has them.
 """
 import argparse
@@ -95,11 +94,20 @@ class CpuClock:
 
 
 def channel_stats(x, layout):
+    """Per-channel mean and std, image by image in float64 (no batch-sized
+    temporaries, which would show in the peak memory)."""
     x = np.asarray(x)
-    axis = 1 if layout == "NCHW" else 3
-    other = tuple(i for i in range(4) if i != axis)
-    return (x.astype(np.float64).mean(axis=other).tolist(), x.astype(np.float64).std(axis=other).tolist(),
-            list(x.shape), str(x.dtype))
+    if layout == "NHWC":
+        x = x.transpose(0, 3, 1, 2)
+    s = np.zeros(3)
+    s2 = np.zeros(3)
+    for img in x:
+        v = img.reshape(3, -1).astype(np.float64)
+        s += v.sum(axis=1)
+        s2 += (v * v).sum(axis=1)
+    n = x.shape[0] * x.shape[2] * x.shape[3]
+    mean = s / n
+    return mean.tolist(), np.sqrt(np.maximum(s2 / n - mean * mean, 0)).tolist(), list(np.shape(x) if layout == "NCHW" else (x.shape[0], x.shape[2], x.shape[3], 3)), str(x.dtype)
 
 
 def run(name, make, to_numpy, version):
@@ -122,11 +130,15 @@ def run(name, make, to_numpy, version):
                 raise SystemExit(f"{name}: the loader yielded no batch (dataset smaller than one batch?)")
             it[0], it[1] = iter(loader), 0
 
-    next_batch()
+    x, layout = to_numpy(next_batch())
     first_batch_s = time.perf_counter() - t_create
-    # The consumer takes every batch at once from here to the end of the
-    # timed window, so whatever a peer prefetched during start-up is drained
-    # by the warm-up and the window measures its steady rate.
+    # The output check on the first batch: the same images for every peer
+    # that keeps the file order (eval). Its short stall is drained by the
+    # warm-up: from here to the end of the timed window the consumer takes
+    # every batch at once, so the window measures the steady rate.
+    m, sd, shape, dtype = channel_stats(x, layout)
+    sums = [(m, sd)]
+    del x
     for _ in range(a.warmup - 1):
         next_batch()
     clock = CpuClock()
@@ -137,9 +149,7 @@ def run(name, make, to_numpy, version):
     seconds = time.perf_counter() - t0
     cpu = clock.sample() - cpu0
     images = a.batches * a.batch
-    # The output check, after the window so that it costs the window nothing.
-    sums = []
-    for _ in range(a.stats_batches):
+    for _ in range(a.stats_batches - 1):
         x, layout = to_numpy(next_batch())
         m, sd, shape, dtype = channel_stats(x, layout)
         sums.append((m, sd))

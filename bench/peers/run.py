@@ -268,7 +268,7 @@ def render(results, meta, names):
              f"Datasets: small = {meta['datasets']['small']}; large = {meta['datasets']['large']}. "
              f"Warm-up / timed batches: small {meta['warmup_batches']['small']}/{meta['timed_batches']['small']}, "
              f"large {meta['warmup_batches']['large']}/{meta['timed_batches']['large']}.",
-             f"Output check: per-channel mean and std of the normalised warm-up batches within "
+             f"Output check: per-channel mean and std of the normalised first batch within "
              f"{meta['tolerance']} of torchvision's (torch-pil), shape and dtype as asked.", ""]
     for key, table in results.items():
         lines += [f"## {key}", "",
