@@ -7,6 +7,7 @@
 #   make asan   C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan   C++ tests under ThreadSanitizer
 #   make fuzz   libFuzzer harnesses, FUZZ_SECONDS each
+#   make bench-peers  feedline vs DALI, SPDL, tf.data, Grain, torchvision... (bench/peers/)
 
 JOBS ?= $(shell nproc)
 WERROR ?= $(if $(CI),ON,OFF)
@@ -18,7 +19,7 @@ PYTHON := /usr/bin/python3
 BUILD_ASAN := build-asan
 BUILD_TSAN := build-tsan
 
-.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench asan tsan fuzz format clean
+.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench bench-peers asan tsan fuzz format clean
 
 all: build
 
@@ -115,6 +116,15 @@ bench: build
 	  $(PYTHON) bench/e2e/doctor_bench.py --repeats $(BENCH_REPEATS)
 	@echo; echo "=== all benchmarks (bench/results/summary.md) ==="
 	$(PYTHON) bench/summary.py
+
+# feedline beside the real peers, each in its own pinned virtual environment
+# under build/peers (made once, cached; pip from the python3 on PATH), on
+# the same generated datasets, interleaved rounds (bench/peers/run.py).
+# PEERS_FLAGS=--quick is the CI smoke.
+PEERS_PYTHON ?= python3
+PEERS_FLAGS ?=
+bench-peers: deps
+	$(PEERS_PYTHON) bench/peers/run.py $(PEERS_FLAGS)
 
 # Sanitizer builds use clang: its TSan is the reference implementation and
 # -Wthread-safety checks our lock annotations in the same build.

@@ -31,6 +31,8 @@ PACKAGES=(
   python3-torchvision
   libtorch-dev         # the libtorch C++ training example
   chromium             # headless render of the doctor's HTML report (tests/python/test_doctor_reports.py)
+  libavdevice59        # `make bench-peers`: SPDL loads FFmpeg 5 (libavcodec59 ... libavdevice59) from Debian
+  libavfilter8
 )
 
 missing=()
