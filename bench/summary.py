@@ -1,7 +1,7 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine}.json (or their -quick
-variants) and writes bench/results/summary.{md,json}.
+bench/results/{image_pipeline,storage,tuner,engine,peers}.json (or their
+-quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
 """
@@ -103,6 +103,24 @@ def engine_rows(rows, d):
             "target <= 1000")
 
 
+def peers_rows(rows, d):
+    """Per recipe and dataset: the strongest peer that ran (the smallest
+    feedline / peer ratio) and how many peers feedline leads; peers that could
+    not run are named in bench/results/peers.md with their errors."""
+    for case, by_peer in d["results"].items():
+        f = by_peer.get("feedline", {}).get("images_per_s")
+        ran = {name: r for name, r in by_peer.items()
+               if name != "feedline" and isinstance(r, dict) and r.get("images_per_s")}
+        if not f or not ran:
+            continue
+        best = min(ran, key=lambda name: f / ran[name]["images_per_s"])
+        t = ran[best]["images_per_s"]
+        ahead = sum(1 for r in ran.values() if f > r["images_per_s"])
+        check = "output ok" if ran[best].get("sane") else "output check failed"
+        row(rows, f"{case} vs the strongest peer ({best}), images/s", f, t, f / t, "", "img/s",
+            f"ahead of {ahead}/{len(ran)} peers that ran; {check}; bench/results/peers.md")
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -117,7 +135,7 @@ def main():
     a = ap.parse_args()
     rows, meta = [], {}
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
-                     ("engine", engine_rows)):
+                     ("engine", engine_rows), ("peers", peers_rows)):
         d = load(name, a.quick)
         if d is None:
             continue
