@@ -68,6 +68,12 @@ inline constexpr double kDefaultRamFraction = 0.25;
 // of max_bytes, one sample at a time, and gives it back when it ends.
 inline constexpr uint64_t kRetainedScratchBytes = uint64_t{32} << 20;
 
+// Cores this process may use, as the loader counts them for cpu_budget: the
+// affinity mask (taskset, cpusets) capped by the tightest cgroup CPU quota
+// of the process and its parents, rounded up, at least 1. The doctor and the
+// CLI count cores with this too, so every part agrees.
+FEEDLINE_EXPORT uint32_t AvailableCores();
+
 enum class ErrorPolicy {
   kRaise,  // the first sample error stops the stream (default)
   kSkip,   // drop bad samples, count them; error max_errors + 1 stops the stream

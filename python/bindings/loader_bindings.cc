@@ -281,6 +281,7 @@ void RegisterLoader(py::module_& m) {
   // The one source-kind rule (source.h), for the Python face and the doctor.
   m.def("source_kind", [](const std::string& path) { return std::string(SourceKindName(DetectSourceKind(path))); },
         py::arg("path"));
+  m.def("available_cores", &AvailableCores);
   m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
   m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
 
@@ -321,7 +322,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("stall_timeout_ms", &LoaderOptions::stall_timeout_ms)
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
-  py::class_<PyLoader>(m, "ImageFolderLoader")
+  py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t, const SourceOptions&>(),
            py::arg("root"), py::arg("transform"), py::arg("options"), py::arg("raw_max_bytes") = 0,
            py::arg("source") = SourceOptions())

@@ -90,7 +90,7 @@ class LoaderOptions:
     elastic: bool
     def __init__(self) -> None: ...
 
-class ImageFolderLoader:
+class Loader:  # one engine loader over any source OpenSource knows
     def __init__(self, root: Union[str, bytes], transform: ImageTransform, options: LoaderOptions,
                  raw_max_bytes: int = ..., source: SourceOptions = ...) -> None: ...
     def next(self, poll_s: float = ...) -> Optional[Dict[str, Any]]: ...
@@ -112,6 +112,9 @@ class ImageFolderLoader:
     def classes(self) -> List[str]: ...  # os.fsdecode()'d names
     @property
     def samples(self) -> Optional[List[Tuple[str, int]]]: ...  # None unless an image folder
+
+def available_cores() -> int:
+    """Cores this process may use (affinity mask and cgroup quota), as the engine counts them."""
 
 def source_kind(path: bytes | str) -> str:
     """'shards', 'tar' or 'folder': the engine's one rule for a path."""

@@ -175,7 +175,7 @@ class Loader:
             src.read_ahead_bytes = int(read_ahead_bytes)
         src.read_ahead_threads = int(read_ahead_threads)
         src.skip_hidden_dirs = bool(skip_hidden_dirs)
-        self._loader = _C.ImageFolderLoader(os.fsencode(self.source), self.transform, o, _raw_max_bytes, src)
+        self._loader = _C.Loader(os.fsencode(self.source), self.transform, o, _raw_max_bytes, src)
         self._samples = None
         self._resume_pending = False
         self._mid_epoch = False

@@ -21,6 +21,8 @@ namespace feedline {
 
 using core::NowNs;
 
+uint32_t AvailableCores() { return core::AvailableCores(); }
+
 class Loader::Impl {
  public:
   // Rejects a second consumer call while one runs, and any call from a

@@ -12,7 +12,6 @@
 
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
-#include "src/core/cpu.h"
 #include "tools/feedline/commands.h"
 #include "tools/feedline/flags.h"
 
@@ -164,7 +163,7 @@ int RunDemo(const std::vector<std::string>& args) {
   Flags f;
   if (auto rc = ParseOrExit(args, DemoUsage(), &f)) return *rc;
   if (!f.positional().empty()) return UsageError(DemoUsage(), "unexpected argument '" + f.positional()[0] + "'");
-  auto samples = f.GetUint("samples", 8192), threads = f.GetUint("threads", core::AvailableCores());
+  auto samples = f.GetUint("samples", 8192), threads = f.GetUint("threads", AvailableCores());
   if (!samples.ok()) return Fail(samples.status());
   if (!threads.ok()) return Fail(threads.status());
   if (*samples == 0 || *threads == 0 || *threads > 4096) {
