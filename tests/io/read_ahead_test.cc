@@ -143,11 +143,13 @@ TEST(ReadAheadTest, ANewPlanDropsTheOldOneAndShutdownJoins) {
   // The old plan fills the whole budget (nobody takes its records)...
   ASSERT_TRUE(AwaitFetches(*ra, 20));
   auto other = Plan(100, 4);
-  ra->SetPlan(other, 50);  // e.g. SetEpoch or a restore mid-epoch
   // ...so the new plan's records are fetched only if the old ones were
-  // dropped. With the budget full nothing of the old plan is in flight: the
-  // k-th fetch from here is the new plan's position 49 + k.
+  // dropped. With the budget full nothing of the old plan is in flight, so
+  // the count is still here: the k-th fetch after it is the new plan's
+  // position 49 + k. (Read before SetPlan: after it, the new plan's fetches
+  // may already have begun to count.)
   const uint64_t base = ra->Metrics().fetches;
+  ra->SetPlan(other, 50);  // e.g. SetEpoch or a restore mid-epoch
   int hits = 0;
   for (uint64_t p = 50; p < 100; ++p) {
     Fetched f;
