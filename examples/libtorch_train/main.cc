@@ -14,6 +14,7 @@
 
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
+#include "feedline/pipeline_builder.h"
 
 namespace {
 

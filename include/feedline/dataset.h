@@ -13,7 +13,6 @@
 
 #include "feedline/export.h"
 #include "feedline/file.h"
-#include "feedline/image.h"
 #include "feedline/sample.h"
 #include "feedline/shard.h"
 #include "feedline/status.h"
@@ -76,10 +75,6 @@ struct FEEDLINE_EXPORT ReadAheadOptions {
 // which the loader takes out of its memory budget (SampleOp::ReservedBytes).
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeShardReadOp(
     std::shared_ptr<const ShardDataset> dataset, const ReadAheadOptions& read_ahead = {});
-
-// read -> decode_transform -> label over a packed image dataset.
-FEEDLINE_EXPORT Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset,
-                                            const ImageTransform& transform);
 
 }  // namespace feedline
 

@@ -16,6 +16,7 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
+#include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
 #include "python/bindings/errors.h"
 
@@ -137,26 +138,22 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   return d;
 }
 
-// Owns one C++ loader over any source OpenSource knows.
+// Owns one C++ loader over any source OpenSource knows, with the recipe
+// BuildPipeline makes for `spec` (pipeline_builder.h).
 class PyLoader {
  public:
-  // raw_max_bytes > 0: raw records (MakeRawPipeline) instead of images.
-  PyLoader(const std::string& root, const ImageTransform& transform, const LoaderOptions& options,
-           uint64_t raw_max_bytes, const SourceOptions& source_options) {
-    Source source;
-    {
+  PyLoader(const std::string& root, const SampleSpec& spec, const LoaderOptions& options,
+           const SourceOptions& source_options) {
+    // The GIL is released while sources are listed and workers start.
+    Result<std::unique_ptr<Loader>> loader = [&]() -> Result<std::unique_ptr<Loader>> {
       py::gil_scoped_release release;
-      Result<Source> opened = OpenSource(root, source_options);
-      status_ = opened.status();
-      if (opened.ok()) source = std::move(opened).value();
-    }
-    ThrowIfError(status_);
-    classes_ = source.classes;
-    folder_ = source.folder;
-    Pipeline pipeline = raw_max_bytes > 0
-                            ? MakeRawPipeline(source.read_op, source.num_samples, raw_max_bytes)
-                            : MakeImagePipeline(source.read_op, source.num_samples, transform);
-    loader_ = ValueOrThrow(Loader::Create(std::move(pipeline), options));
+      FEEDLINE_ASSIGN_OR_RETURN(Source source, OpenSource(root, source_options));
+      classes_ = source.classes;
+      folder_ = source.folder;
+      FEEDLINE_ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(source, spec));
+      return Loader::Create(std::move(pipeline), options);
+    }();
+    loader_ = ValueOrThrow(std::move(loader));
   }
 
   // The next batch as a dict, or None at the end of the epoch. Waits in
@@ -238,7 +235,6 @@ class PyLoader {
     return *loader_;
   }
 
-  Status status_;
   std::vector<std::string> classes_;
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
   std::unique_ptr<Loader> loader_;
@@ -285,6 +281,15 @@ void RegisterLoader(py::module_& m) {
   m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
   m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
 
+  py::class_<SampleSpec> spec(m, "SampleSpec");
+  py::enum_<SampleSpec::Output>(spec, "Output")
+      .value("IMAGE", SampleSpec::Output::kImage)
+      .value("RAW_BYTES", SampleSpec::Output::kRawBytes);
+  spec.def(py::init<>())
+      .def_readwrite("output", &SampleSpec::output)
+      .def_readwrite("transform", &SampleSpec::transform)
+      .def_readwrite("max_record_bytes", &SampleSpec::max_record_bytes);
+
   py::class_<HttpOptions>(m, "HttpOptions")
       .def(py::init<>())
       .def_readwrite("connect_timeout_ms", &HttpOptions::connect_timeout_ms)
@@ -323,9 +328,8 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
   py::class_<PyLoader>(m, "Loader")
-      .def(py::init<const std::string&, const ImageTransform&, const LoaderOptions&, uint64_t, const SourceOptions&>(),
-           py::arg("root"), py::arg("transform"), py::arg("options"), py::arg("raw_max_bytes") = 0,
-           py::arg("source") = SourceOptions())
+      .def(py::init<const std::string&, const SampleSpec&, const LoaderOptions&, const SourceOptions&>(),
+           py::arg("root"), py::arg("spec"), py::arg("options"), py::arg("source") = SourceOptions())
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

@@ -1,6 +1,6 @@
 # Type stubs for the feedline._C extension (python/bindings/).
 import builtins
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
 
 # Every error the extension raises is an Error; most are also the builtin
 # their cause maps to (python/bindings/errors.h).
@@ -90,9 +90,18 @@ class LoaderOptions:
     elastic: bool
     def __init__(self) -> None: ...
 
+class SampleSpec:  # what each sample becomes (pipeline_builder.h)
+    class Output:
+        IMAGE: ClassVar["SampleSpec.Output"]
+        RAW_BYTES: ClassVar["SampleSpec.Output"]
+    output: "SampleSpec.Output"
+    transform: ImageTransform
+    max_record_bytes: int
+    def __init__(self) -> None: ...
+
 class Loader:  # one engine loader over any source OpenSource knows
-    def __init__(self, root: Union[str, bytes], transform: ImageTransform, options: LoaderOptions,
-                 raw_max_bytes: int = ..., source: SourceOptions = ...) -> None: ...
+    def __init__(self, root: Union[str, bytes], spec: SampleSpec, options: LoaderOptions,
+                 source: SourceOptions = ...) -> None: ...
     def next(self, poll_s: float = ...) -> Optional[Dict[str, Any]]: ...
     def state(self) -> bytes: ...
     def restore(self, state: bytes) -> None: ...

@@ -175,7 +175,13 @@ class Loader:
             src.read_ahead_bytes = int(read_ahead_bytes)
         src.read_ahead_threads = int(read_ahead_threads)
         src.skip_hidden_dirs = bool(skip_hidden_dirs)
-        self._loader = _C.Loader(os.fsencode(self.source), self.transform, o, _raw_max_bytes, src)
+        spec = _C.SampleSpec()
+        if _raw_max_bytes > 0:
+            spec.output = _C.SampleSpec.Output.RAW_BYTES
+            spec.max_record_bytes = int(_raw_max_bytes)
+        else:
+            spec.transform = self.transform
+        self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
         self._samples = None
         self._resume_pending = False
         self._mid_epoch = False

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "feedline/file.h"
-#include "feedline/image_folder.h"
 #include "src/core/detail/fingerprint.h"
 #include "src/io/read_ahead.h"
 
@@ -223,11 +222,6 @@ class ShardReadOp final : public SampleOp {
 std::shared_ptr<const SampleOp> MakeShardReadOp(std::shared_ptr<const ShardDataset> dataset,
                                                const ReadAheadOptions& read_ahead) {
   return std::make_shared<ShardReadOp>(std::move(dataset), read_ahead);
-}
-
-Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset, const ImageTransform& transform) {
-  const uint64_t n = dataset->num_records();
-  return MakeImagePipeline(MakeShardReadOp(std::move(dataset)), n, transform);
 }
 
 }  // namespace feedline

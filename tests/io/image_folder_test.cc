@@ -18,6 +18,7 @@
 #include <string>
 
 #include "feedline/loader.h"
+#include "feedline/pipeline_builder.h"
 #include "gtest/gtest.h"
 #include "tests/image/test_images.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "feedline/batch.h"
-#include "feedline/image_folder.h"
+#include "feedline/pipeline_builder.h"
 #include "feedline/loader.h"
 
 namespace feedline::testing {

@@ -20,6 +20,7 @@
 
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
+#include "feedline/pipeline_builder.h"
 #include "tools/feedline/commands.h"
 #include "tools/feedline/files.h"
 
