@@ -4,10 +4,9 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#define FEEDLINE_RESAMPLE_SSE2 1
-#endif
+#include "src/image/half.h"
+#include "src/image/resample_sse2.h"
+
 
 // Function multi-versioning resolves through an ifunc that runs before a
 // sanitizer runtime is initialised (it crashes at start-up under TSan), so
@@ -114,101 +113,6 @@ void HorizontalFloat(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t
   }
 }
 
-#if FEEDLINE_RESAMPLE_SSE2
-// Fixed-point horizontal pass: each source pixel pair (k, k+1) is held as
-// int16 lanes (R_k, R_k+1, G_k, G_k+1, B_k, B_k+1, -, -), so one
-// _mm_madd_epi16 applies two taps to all three channels. Rounds half up and
-// saturates to [0, 255] as Pillow does.
-template <int kPairs>
-void HorizontalSse2Pixels(const __m128i* pairs, const AxisPlan& h, int32_t col_begin, bool flip,
-                          uint8_t* r, uint8_t* g, uint8_t* b) {
-  const uint32_t ow = h.out_size, pc = h.pair_count;
-  for (uint32_t x = 0; x < ow; ++x) {
-    const __m128i* p = pairs + (h.start[x] - col_begin);
-    const int32_t* w = &h.pairs[size_t{x} * pc * 4];
-    __m128i acc = _mm_set1_epi32(1 << 13);
-    const int n = kPairs > 0 ? kPairs : static_cast<int>(pc);
-    for (int j = 0; j < n; ++j) {
-      const __m128i wj = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 4 * j));
-      acc = _mm_add_epi32(acc, _mm_madd_epi16(p[2 * j], wj));
-    }
-    acc = _mm_srai_epi32(acc, 14);
-    acc = _mm_packs_epi32(acc, acc);
-    acc = _mm_packus_epi16(acc, acc);
-    const auto v = static_cast<uint32_t>(_mm_cvtsi128_si32(acc));
-    const uint32_t ox = flip ? ow - 1 - x : x;
-    r[ox] = static_cast<uint8_t>(v);
-    g[ox] = static_cast<uint8_t>(v >> 8);
-    b[ox] = static_cast<uint8_t>(v >> 16);
-  }
-}
-
-void HorizontalSse2(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t col_begin, bool flip,
-                    __m128i* pairs, uint8_t* r, uint8_t* g, uint8_t* b) {
-  const __m128i zero = _mm_setzero_si128();
-  auto load = [&](size_t k) -> __m128i {
-    int32_t v = 0;
-    if (k + 1 < cols) {
-      std::memcpy(&v, row + 3 * k, 4);  // RGB + the next pixel's R, ignored
-    } else if (k < cols) {
-      v = row[3 * k] | row[3 * k + 1] << 8 | row[3 * k + 2] << 16;  // last pixel: no over-read
-    }
-    return _mm_cvtsi32_si128(v);
-  };
-  // Pairs up to the furthest tap any output reads (zero pixels past the row).
-  const size_t n = cols + 2 * size_t{h.pair_count};
-  __m128i cur = load(0);
-  for (size_t k = 0; k < n; ++k) {
-    const __m128i next = load(k + 1);
-    pairs[k] = _mm_unpacklo_epi8(_mm_unpacklo_epi8(cur, next), zero);
-    cur = next;
-  }
-  switch (h.pair_count) {
-    case 2: HorizontalSse2Pixels<2>(pairs, h, col_begin, flip, r, g, b); break;
-    case 3: HorizontalSse2Pixels<3>(pairs, h, col_begin, flip, r, g, b); break;
-    case 4: HorizontalSse2Pixels<4>(pairs, h, col_begin, flip, r, g, b); break;
-    default: HorizontalSse2Pixels<0>(pairs, h, col_begin, flip, r, g, b); break;
-  }
-}
-
-// Vertical pass of one output row, fixed point like the horizontal one and
-// like Pillow's: for 8 pixels at a time, two source rows are interleaved as
-// int16 pairs and multiplied by a pair of 14-bit weights in one madd; the
-// sum is rounded, shifted and clamped to 0..255 (the 8-bit value Pillow
-// would store), then widened to float for the output conversion. `first`
-// is the first source row of channel 0; channel c is `plane` bytes further.
-// Writes sums_stride floats per channel (the tail past ow is scratch).
-void VerticalSse2(const uint8_t* first, size_t plane, uint32_t ow, int32_t count, const int32_t* pair_weights,
-                  uint32_t pair_count, float* sums, size_t sums_stride) {
-  const __m128i zero = _mm_setzero_si128();
-  const __m128i round = _mm_set1_epi32(1 << 13);
-  for (int c = 0; c < 3; ++c) {
-    const uint8_t* base = first + c * plane;
-    float* out = sums + c * sums_stride;
-    for (uint32_t x = 0; x < ow; x += 8) {
-      __m128i lo = round, hi = round;
-      for (uint32_t j = 0; j < pair_count; ++j) {
-        const int32_t ka = static_cast<int32_t>(2 * j), kb = ka + 1;
-        if (ka >= count) break;
-        const uint8_t* ra = base + static_cast<size_t>(ka) * ow + x;
-        // A missing second tap has weight 0: read the first row again.
-        const uint8_t* rb = kb < count ? ra + ow : ra;
-        const __m128i a = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra)), zero);
-        const __m128i b = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rb)), zero);
-        const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_weights + size_t{j} * 4));
-        lo = _mm_add_epi32(lo, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), w));
-        hi = _mm_add_epi32(hi, _mm_madd_epi16(_mm_unpackhi_epi16(a, b), w));
-      }
-      // >> 14, then saturate to 0..255 through the packs.
-      const __m128i v16 = _mm_packs_epi32(_mm_srai_epi32(lo, 14), _mm_srai_epi32(hi, 14));
-      const __m128i v8 = _mm_packus_epi16(v16, zero);
-      const __m128i w16 = _mm_unpacklo_epi8(v8, zero);
-      _mm_storeu_ps(out + x, _mm_cvtepi32_ps(_mm_unpacklo_epi16(w16, zero)));
-      _mm_storeu_ps(out + x + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(w16, zero)));
-    }
-  }
-}
-#endif
 
 }  // namespace
 
@@ -289,37 +193,6 @@ OutputFormat MakeOutputFormat(const ImageTransform& t) {
   return f;
 }
 
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs >= 0x7F800000u) return static_cast<uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
-  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // a subnormal half, or zero
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest
-    // In units of the smallest subnormal (2^-24): mantissa * 2^(exponent - 126).
-    const uint32_t shift = 126 - (abs >> 23);  // 14..24
-    const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
-    uint32_t result = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (result & 1))) ++result;
-    return static_cast<uint16_t>(sign | result);
-  }
-  uint32_t h = ((abs - 0x38000000u) >> 13);
-  const uint32_t rem = abs & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-uint16_t FloatToBFloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
-  x += 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
-
 // Both passes. The horizontal one writes 8-bit planes (rows x ow per
 // channel), as Pillow keeps an 8-bit intermediate image; the vertical pass
 // and the output conversion then run over contiguous rows and vectorise.
@@ -359,8 +232,7 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
     uint8_t* pr = planes + r * ow;
 #if FEEDLINE_RESAMPLE_SSE2
     if (fixed_point) {
-      HorizontalSse2(row, cols, h, col_begin, flip, reinterpret_cast<__m128i*>(rowf), pr, pr + plane,
-                     pr + 2 * plane);
+      HorizontalSse2(row, cols, h, col_begin, flip, rowf, pr, pr + plane, pr + 2 * plane);
       continue;
     }
 #else
@@ -419,17 +291,12 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
         case DType::kFloat32: {
           float* o = static_cast<float*>(out) + base_index;
           if (chw) {
-            uint32_t x = 0;
+            size_t x = 0;
 #if FEEDLINE_RESAMPLE_SSE2
             // Streaming stores: a batch is far larger than the caches, so
             // reading its lines in before overwriting them is wasted
             // bandwidth. Fenced below, before the sample is reported done.
-            if (reinterpret_cast<uintptr_t>(o) % 16 == 0) {
-              const __m128 m = _mm_set1_ps(mul), a = _mm_set1_ps(add);
-              for (; x + 4 <= ow; x += 4) {
-                _mm_stream_ps(o + x, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(acc + x), m), a));
-              }
-            }
+            x = ScaleToFloatStreamSse2(acc, ow, mul, add, o);
 #endif
             for (; x < ow; ++x) o[x] = acc[x] * mul + add;
           } else {
@@ -452,7 +319,7 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
     }
   }
 #if FEEDLINE_RESAMPLE_SSE2
-  _mm_sfence();  // order the streaming stores before any later store (the completion)
+  StreamFenceSse2();  // order the streaming stores before any later store (the completion)
 #endif
 }
 

@@ -65,19 +65,19 @@ struct RgbSource {
   int32_t row0 = 0;
 };
 
-// The production kernel: a fixed-point SIMD horizontal pass where the CPU
-// has SSE2, else the reference. Each pass may round one 8-bit level
-// differently from the reference (14-bit coefficients), rarely; tests bound
-// the difference.
+// The production kernel: both passes in fixed point with the SSE2 kernels
+// (resample_sse2.h) where the compiler targets SSE2 (every x86-64), else the
+// reference. Each pass may round one 8-bit level differently from the
+// reference (14-bit coefficients), rarely; tests bound the difference. The
+// output conversion (normalise, dtype, layout) is shared; float32 CHW uses
+// streaming stores. The whole function is built twice, for AVX2+FMA and for
+// the baseline, picked at load time (GCC function multi-versioning).
 void Resample(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
               bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
-// The scalar-float reference kernel, for tests.
+// The reference kernel, for tests: float taps (4-lane vectors, one RGB
+// pixel each) and the same 8-bit rounding after each pass.
 void ResampleReference(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
                        bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
-
-// IEEE binary16 and bfloat16, round to nearest even.
-uint16_t FloatToHalf(float f);
-uint16_t FloatToBFloat16(float f);
 
 }  // namespace feedline::image
 

@@ -7,6 +7,7 @@
 #include "feedline/image.h"
 #include "gtest/gtest.h"
 #include "src/image/jpeg_decoder.h"
+#include "src/image/half.h"
 #include "src/image/resample.h"
 #include "tests/image/test_images.h"
 
