@@ -1,13 +1,21 @@
 // Batch memory: where the engine writes samples, and who provides it.
 //
 // The engine never calls malloc for batches itself: it asks a BufferAllocator
-// for each of its K batch buffers once and recycles them. The default gives
-// aligned host memory; the PyTorch layer plugs in an allocator whose Buffers
-// own pinned, torch-allocated tensors, without any change to the engine.
+// for each of its K batch buffers once (K = the ring depth the budget allows)
+// and recycles them for the loader's life. The default gives aligned host
+// memory. For device copies the Python layer does not plug in an allocator:
+// it pins each recycled host buffer in place (cudaHostRegister) the first
+// time it sees it (python/feedline/_device.py), so a ring of K buffers costs
+// K registrations. A custom allocator (pinned or device-visible memory from
+// C++) works unchanged, within the thread-safety rule below.
 //
-// Thread safety: Allocate() may be called from any engine thread and must be
-// safe for concurrent use. A Buffer is owned by one holder at a time; it is
-// destroyed (memory returned) on whichever thread drops the last reference.
+// Thread safety: Allocate() is called from an engine worker thread WITH the
+// engine's lock held (so the buffer count stays exact), at most K times per
+// loader: it may be slow, but must not call back into the loader or block
+// on anything the loader's threads hold. It must be safe for concurrent use
+// when several loaders share one allocator. A Buffer is owned by one holder
+// at a time; it is destroyed (memory returned) on whichever thread drops the
+// last reference.
 #ifndef FEEDLINE_BUFFER_H_
 #define FEEDLINE_BUFFER_H_
 

@@ -72,7 +72,7 @@ struct FEEDLINE_EXPORT ReadAheadOptions {
 // Reads record i of the dataset into the sample's bytes; sets label, key and
 // location (shard path, record, offset). With read-ahead, records are
 // fetched ahead of the workers in the loader's order within max_bytes,
-// which the loader takes out of its memory budget (SampleOp::ReservedBytes).
+// which the loader takes out of its memory budget (BackgroundWork::ReservedBytes, sample.h).
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeShardReadOp(
     std::shared_ptr<const ShardDataset> dataset, const ReadAheadOptions& read_ahead = {});
 

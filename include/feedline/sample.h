@@ -143,6 +143,31 @@ struct FEEDLINE_EXPORT ReadAheadMetrics {
   uint64_t peak_bytes = 0;
 };
 
+// What an op does ahead of its samples (a source's read-ahead): told which
+// samples come next, sized by the tuner within the bytes it reserved.
+// Thread safety: the loader serialises OnPlan calls; the other methods may
+// run concurrently with them and with the op's Apply.
+class FEEDLINE_EXPORT BackgroundWork {
+ public:
+  virtual ~BackgroundWork() = default;
+  // Called when the loader starts (or restarts) producing an epoch: the
+  // sample ids it will ask for, in order, from position `first` on. Called
+  // without any engine lock held, serialised (never two at once), from
+  // whichever thread moved the stream on: the consumer's (create, SetEpoch,
+  // RestoreState, an end of epoch) or a worker's (claims crossing into the
+  // next epoch); must not block for long. A null plan means the loader is
+  // closing: stop background work (threads must be joined on return).
+  virtual void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) = 0;
+  // Bytes this work may hold between samples (read-ahead buffers), fixed
+  // for its life. The loader takes them out of its memory budget before
+  // sizing the batch ring.
+  virtual uint64_t ReservedBytes() const = 0;
+  // What it did and its current limits, for the tuner and metrics.
+  virtual ReadAheadMetrics Metrics() const = 0;
+  // New limits within ReservedBytes() and its threads, set by the tuner.
+  virtual void SetLimits(uint32_t in_flight, uint64_t bytes) = 0;
+};
+
 class FEEDLINE_EXPORT SampleOp {
  public:
   virtual ~SampleOp() = default;
@@ -154,22 +179,12 @@ class FEEDLINE_EXPORT SampleOp {
   // the sample id, op name and location and applies the error policy.
   virtual Status Apply(Sample& sample, OpState* state) const = 0;
 
-  // Called when the loader starts (or restarts) producing an epoch: the
-  // sample ids it will ask for, in order, from position `first` on. Sources
-  // use it to read ahead. Called without any engine lock held, serialised
-  // (never two at once), from whichever thread moved the stream on: the
-  // consumer's (create, SetEpoch, RestoreState, an end of epoch) or a worker's
-  // (claims crossing into the next epoch); must not block for long. A null
-  // plan means the loader is closing: stop background work (threads must be
-  // joined on return).
-  // Default: nothing.
-  virtual void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const {
-    (void)plan;
-    (void)first;
-  }
-  // Bytes this op may hold between samples (read-ahead buffers). The loader
-  // takes them out of its memory budget before sizing the batch ring.
-  virtual uint64_t ReservedBytes() const { return 0; }
+  // The op's background work (read-ahead), or null (the default). Apply is
+  // const and changes nothing a sample sees; background work has state that
+  // the loader and the tuner change (threads, plans, limits), so it is a
+  // separate, mutable object: the op owns it and it lives as long as the
+  // op. An op with background work belongs to one loader at a time.
+  virtual BackgroundWork* background() const { return nullptr; }
   // Fingerprints saved in resume states (Loader::SaveState), so that a state
   // is refused on another dataset or another recipe. A source op digests
   // what it reads (sample keys, sizes, labels, classes); a transform op its
@@ -179,16 +194,6 @@ class FEEDLINE_EXPORT SampleOp {
   // True if the op charges per-sample scratch (Sample::ChargeScratch): the
   // loader then carves its large-sample allowance out of the budget.
   virtual bool ChargesScratch() const { return false; }
-  // Ops with a read-ahead report it (true) and accept new limits within
-  // what they reserved. Called by the tuner thread. Default: none.
-  virtual bool GetReadAhead(ReadAheadMetrics* out) const {
-    (void)out;
-    return false;
-  }
-  virtual void SetReadAhead(uint32_t in_flight, uint64_t bytes) const {
-    (void)in_flight;
-    (void)bytes;
-  }
 };
 
 // An op from a function, for simple stateless steps and tests.

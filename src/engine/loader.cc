@@ -113,11 +113,12 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
                              std::to_string(layout.sample_bytes[i]) + " bytes/sample";
     }
   }
-  ReadAheadMetrics ra;
   for (const auto& op : pipeline.ops) {
-    demand.reserved_bytes += op->ReservedBytes();
+    if (BackgroundWork* work = op->background()) {
+      demand.reserved_bytes += work->ReservedBytes();
+      ++demand.read_aheads;
+    }
     demand.charges_scratch |= op->ChargesScratch();
-    demand.read_aheads += op->GetReadAhead(&ra) ? 1 : 0;
   }
   FEEDLINE_ASSIGN_OR_RETURN(const detail::Parallelism par, detail::PlanParallelism(demand, options));
   const uint32_t threads = par.max_threads;
@@ -152,7 +153,9 @@ Loader::~Loader() {
   if (impl_->tuner.joinable()) impl_->tuner.join();
   // Ops' background work (read-ahead) stops now, even if delivered batches
   // keep the core alive.
-  for (const auto& op : impl_->core->pipeline_.ops) op->OnPlan(nullptr, 0);
+  for (const auto& op : impl_->core->pipeline_.ops) {
+    if (op->background() != nullptr) op->background()->OnPlan(nullptr, 0);
+  }
   impl_->core->closed_.store(true);
   impl_->core->ReleaseAfterJoin();
 }

@@ -26,7 +26,7 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
           detail::BatchLayout::Make(options_.batch_size, pipeline_.fields))),
       par_(par),
       num_threads_(par.max_threads),
-      max_buffers_(par.max_buffers),
+      max_ring_depth_(par.max_ring_depth),
       start_ns_(NowNs()),
       scratch_gate_(kRetainedScratchBytes, par.scratch_allowance, options_.max_bytes),
       errors_(options_.error_policy, options_.max_errors, options_.error_log_capacity) {
@@ -35,7 +35,7 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
   }
   MutexLock l(&mu_);
   active_threads_ = par_.initial_threads;
-  ring_limit_ = par_.initial_ring;
+  ring_depth_ = par_.initial_ring_depth;
   epoch_ = options_.start_epoch;
   InstallPlan();
 }
@@ -53,7 +53,9 @@ void LoaderCore::NotifyPlan() {
     first = next_claim_;
   }
   if (plan == nullptr) return;
-  for (const auto& op : pipeline_.ops) op->OnPlan(plan, first);
+  for (const auto& op : pipeline_.ops) {
+    if (op->background() != nullptr) op->background()->OnPlan(plan, first);
+  }
 }
 
 void LoaderCore::InstallPlan() {
@@ -95,7 +97,7 @@ LoaderCore::Claim LoaderCore::CheckClaim(size_t worker) const {
   if (!inflight_.empty() && inflight_.back().epoch == claim_plan_->epoch && inflight_.back().batch == b) {
     return Claim::kWork;
   }
-  if (!free_buffers_.empty() || buffers_allocated_ < ring_limit_) return Claim::kWork;
+  if (!free_buffers_.empty() || buffers_allocated_ < ring_depth_) return Claim::kWork;
   return Claim::kNoBuffer;
 }
 
@@ -111,7 +113,7 @@ Slot& LoaderCore::SlotForClaim(const EpochPlan& plan, uint64_t b) {
     slot.buffer = std::move(free_buffers_.back());
     free_buffers_.pop_back();
   } else {
-    // At most max_buffers_ times in the loader's life. Held under the lock
+    // At most max_ring_depth_ times in the loader's life. Held under the lock
     // so the buffer count stays exact; pinned allocators are slow but rare.
     Result<std::unique_ptr<Buffer>> buf = options_.allocator->Allocate(layout_->total_bytes);
     if (!buf.ok()) {
@@ -213,14 +215,14 @@ void LoaderCore::WorkerLoop(size_t worker) {
 }
 
 bool LoaderCore::ConsumerHoldsAllBuffers() const {
-  return inflight_.empty() && free_buffers_.empty() && buffers_allocated_ == ring_limit_ &&
-         buffers_out_ == ring_limit_;
+  return inflight_.empty() && free_buffers_.empty() && buffers_allocated_ == ring_depth_ &&
+         buffers_out_ == ring_depth_;
 }
 
 Status LoaderCore::ConsumerHoldsAllBuffersError() const {
   return ResourceExhaustedError(
-      "the consumer holds all " + std::to_string(ring_limit_) + " batch buffers (" +
-      std::to_string(ring_limit_) + " x " + Bytes(layout_->total_bytes) +
+      "the consumer holds all " + std::to_string(ring_depth_) + " batch buffers (" +
+      std::to_string(ring_depth_) + " x " + Bytes(layout_->total_bytes) +
       ", within max_bytes=" + std::to_string(options_.max_bytes) + ", ring_depth=" +
       (par_.ring_auto ? "auto" : std::to_string(options_.ring_depth)) +
       "), so no further batch can be produced; release batches or raise the budget");
@@ -286,11 +288,11 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
       }
       if (!inflight_.empty() && inflight_.front().remaining == 0) break;
       if (ConsumerHoldsAllBuffers()) {
-        if (par_.ring_auto && ring_limit_ < max_buffers_ &&
+        if (par_.ring_auto && ring_depth_ < max_ring_depth_ &&
             ChargedBytes() + layout_->total_bytes <= options_.max_bytes) {
           // An auto ring grows for a consumer that keeps batches, within the budget.
-          ++ring_limit_;
-          Log("ring " + std::to_string(ring_limit_ - 1) + " -> " + std::to_string(ring_limit_) +
+          ++ring_depth_;
+          Log("ring " + std::to_string(ring_depth_ - 1) + " -> " + std::to_string(ring_depth_) +
               ": the consumer holds every buffer");
           work_cv_.SignalAll();
           continue;

@@ -52,8 +52,8 @@ MetricsSnapshot LoaderCore::Metrics() const {
   t.ram_budget = options_.max_bytes;
   t.threads = active_threads_;
   t.max_threads = num_threads_;
-  t.ring_depth = ring_limit_;
-  t.max_ring_depth = max_buffers_;
+  t.ring_depth = ring_depth_;
+  t.max_ring_depth = max_ring_depth_;
   t.reserved_bytes = par_.reserved_bytes - par_.scratch_allowance;
   t.scratch_allowance_bytes = par_.scratch_allowance;
   t.scratch_waits = scratch_gate_.waits();
@@ -69,7 +69,7 @@ MetricsSnapshot LoaderCore::Metrics() const {
   r.batches_delivered = batches_delivered_;
   for (const Slot& s : inflight_) (s.remaining == 0 ? r.depth_ready : r.depth_filling) += 1;
   r.buffers_allocated = buffers_allocated_;
-  r.buffers_max = max_buffers_;
+  r.buffers_max = max_ring_depth_;
   r.buffers_held_by_consumer = buffers_out_;
   r.batch_bytes = layout_->total_bytes;
   r.bytes_held = uint64_t{buffers_allocated_} * layout_->total_bytes;

@@ -42,9 +42,9 @@ Result<Parallelism> PlanParallelism(const PipelineDemand& demand, const LoaderOp
     par.scratch_allowance = std::min(options.max_bytes / 4, batch_budget - std::min(batch_budget, min_ring));
   }
   const uint64_t ring_budget = batch_budget - par.scratch_allowance;
-  par.max_buffers = static_cast<uint32_t>(std::min<uint64_t>(
+  par.max_ring_depth = static_cast<uint32_t>(std::min<uint64_t>(
       par.ring_auto ? kMaxAutoRingDepth : options.ring_depth, ring_budget / demand.batch_bytes));
-  if (par.ring_auto && par.max_buffers < 2) {
+  if (par.ring_auto && par.max_ring_depth < 2) {
     // A loop holds one batch while it asks for the next: an auto ring
     // needs room for two.
     return ResourceExhaustedError("max_bytes=" + std::to_string(options.max_bytes) +
@@ -55,8 +55,8 @@ Result<Parallelism> PlanParallelism(const PipelineDemand& demand, const LoaderOp
                                   "before asking for the next");
   }
   // By default three: one batch held by the consumer, one ready, one filling.
-  par.initial_ring = par.ring_auto ? std::clamp<uint32_t>(options.auto_ring_start, 2, par.max_buffers)
-                                   : par.max_buffers;
+  par.initial_ring_depth = par.ring_auto ? std::clamp<uint32_t>(options.auto_ring_start, 2, par.max_ring_depth)
+                                   : par.max_ring_depth;
   par.reserved_bytes = reserved + par.scratch_allowance;
   // The tuner sizes one read-ahead; a pipeline with several keeps their
   // configured limits (one window's rate and latency cannot be split

@@ -58,14 +58,15 @@ detail::TunerConfig LoaderCore::CurrentConfig() const {
   c.read_ahead_bytes = ra.bytes_limit;
   MutexLock l(&mu_);
   c.threads = active_threads_;
-  c.ring_depth = ring_limit_;
+  c.ring_depth = ring_depth_;
   return c;
 }
 
 ReadAheadMetrics LoaderCore::ReadAheadSum() const {
-  ReadAheadMetrics sum, ra;
+  ReadAheadMetrics sum;
   for (const auto& op : pipeline_.ops) {
-    if (!op->GetReadAhead(&ra)) continue;
+    if (op->background() == nullptr) continue;
+    const ReadAheadMetrics ra = op->background()->Metrics();
     sum.in_flight_limit += ra.in_flight_limit;
     sum.max_in_flight += ra.max_in_flight;
     sum.bytes_limit += ra.bytes_limit;
@@ -139,17 +140,19 @@ detail::TunerConfig LoaderCore::Apply(const detail::TunerConfig& from, detail::T
   }
   if (to.read_ahead_in_flight != from.read_ahead_in_flight ||
       to.read_ahead_bytes != from.read_ahead_bytes) {
-    for (const auto& op : pipeline_.ops) op->SetReadAhead(to.read_ahead_in_flight, to.read_ahead_bytes);
+    for (const auto& op : pipeline_.ops) {
+      if (op->background() != nullptr) op->background()->SetLimits(to.read_ahead_in_flight, to.read_ahead_bytes);
+    }
   }
   MutexLock l(&mu_);
   ++tuner_windows_;
   peak_charged_ = std::max(peak_charged_, ChargedBytes());
   for (std::string& line : why) Log(std::move(line));
   if (par_.threads_auto) active_threads_ = std::clamp<uint32_t>(to.threads, 1, num_threads_);
-  if (par_.ring_auto) ring_limit_ = std::clamp(to.ring_depth, ring_limit_, max_buffers_);
+  if (par_.ring_auto) ring_depth_ = std::clamp(to.ring_depth, ring_depth_, max_ring_depth_);
   work_cv_.SignalAll();
   to.threads = active_threads_;
-  to.ring_depth = ring_limit_;
+  to.ring_depth = ring_depth_;
   return to;
 }
 
@@ -158,7 +161,7 @@ void LoaderCore::TunerLoop() {
   lim.tune_threads = par_.threads_auto;
   lim.tune_ring = par_.ring_auto;
   lim.max_threads = num_threads_;
-  lim.max_ring = max_buffers_;
+  lim.max_ring_depth = max_ring_depth_;
   lim.batch_size = options_.batch_size;
   if (par_.read_ahead) {  // exactly one: the sum is that one
     const ReadAheadMetrics ra = ReadAheadSum();

@@ -114,7 +114,7 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
     next.threads = TuneThreads(w, current, starve, demand, service, why);
   }
 
-  if (limits_.tune_ring && starve > kStarved && current.ring_depth < limits_.max_ring) {
+  if (limits_.tune_ring && starve > kStarved && current.ring_depth < limits_.max_ring_depth) {
     const double blocked = w.blocked_output_s / std::max(1e-9, w.busy_s + w.blocked_output_s);
     // Enough capacity on average but the consumer still waited: the ring
     // does not absorb the jitter.

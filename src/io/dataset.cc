@@ -173,18 +173,7 @@ class ShardReadOp final : public SampleOp {
     for (const ShardInfo& s : ds_->manifest().shards) fp.Add(s.name).Add(s.records).Add(s.bytes).Add(uint64_t{s.crc32c});
     return fp.value();
   }
-  void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const override {
-    if (read_ahead_) read_ahead_->SetPlan(std::move(plan), first);
-  }
-  uint64_t ReservedBytes() const override { return read_ahead_ ? read_ahead_->max_bytes() : 0; }
-  bool GetReadAhead(ReadAheadMetrics* out) const override {
-    if (!read_ahead_) return false;
-    *out = read_ahead_->Metrics();
-    return true;
-  }
-  void SetReadAhead(uint32_t in_flight, uint64_t bytes) const override {
-    if (read_ahead_) read_ahead_->SetLimits(in_flight, bytes);
-  }
+  BackgroundWork* background() const override { return read_ahead_.get(); }
 
   Status Apply(Sample& s, OpState* /*state*/) const override {
     size_t shard = 0;

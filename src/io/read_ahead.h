@@ -35,13 +35,13 @@ struct Fetched {
   std::string key;
 };
 
-class ReadAhead {
+class ReadAhead final : public BackgroundWork {
  public:
   using FetchFn = std::function<Status(uint64_t id, Fetched* out)>;
   using SizeFn = std::function<uint64_t(uint64_t id)>;
 
   ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads);
-  ~ReadAhead();  // stops the fetchers and joins them
+  ~ReadAhead() override;  // stops the fetchers and joins them
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
 
@@ -55,8 +55,12 @@ class ReadAhead {
   // Limits within (threads, max_bytes), set by the tuner: fetches in flight
   // and bytes held at most. A record larger than the byte limit (but within
   // max_bytes) is still fetched when nothing else is held.
-  void SetLimits(uint32_t in_flight, uint64_t bytes);
-  ReadAheadMetrics Metrics() const;
+  void SetLimits(uint32_t in_flight, uint64_t bytes) override;
+  ReadAheadMetrics Metrics() const override;
+
+  // BackgroundWork: the loader's plans, and the whole budget as reserved.
+  void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) override { SetPlan(std::move(plan), first); }
+  uint64_t ReservedBytes() const override { return max_bytes_; }
 
   uint64_t max_bytes() const { return max_bytes_; }
   uint64_t peak_bytes() const;

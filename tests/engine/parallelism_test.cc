@@ -23,8 +23,8 @@ TEST(ParallelismTest, AutoThreadsStartAtTheCpuBudgetAndTheRingAtThree) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->threads_auto && p->ring_auto);
   EXPECT_EQ(p->max_threads, 4u);
-  EXPECT_EQ(p->initial_ring, 3u);
-  EXPECT_EQ(p->max_buffers, kMaxAutoRingDepth);
+  EXPECT_EQ(p->initial_ring_depth, 3u);
+  EXPECT_EQ(p->max_ring_depth, kMaxAutoRingDepth);
   EXPECT_EQ(p->scratch_allowance, 0u);  // no op charges scratch
 }
 
@@ -34,12 +34,12 @@ TEST(ParallelismTest, TheScratchAllowanceIsAQuarterOfTheBudgetButLeavesTheRingIt
   ASSERT_TRUE(roomy.ok());
   EXPECT_EQ(roomy->scratch_allowance, 1'000'000u);
   EXPECT_EQ(roomy->reserved_bytes, 1'000'000u);
-  EXPECT_EQ(roomy->max_buffers, 30u);  // (4 MB - 1 MB) / 100 KB
+  EXPECT_EQ(roomy->max_ring_depth, 30u);  // (4 MB - 1 MB) / 100 KB
   // 250 KB: an auto ring needs two batches (200 KB), so 50 KB are left.
   Result<Parallelism> tight = PlanParallelism(d, Resolved(250'000));
   ASSERT_TRUE(tight.ok());
   EXPECT_EQ(tight->scratch_allowance, 50'000u);
-  EXPECT_EQ(tight->max_buffers, 2u);
+  EXPECT_EQ(tight->max_ring_depth, 2u);
 }
 
 TEST(ParallelismTest, BudgetsTooSmallNameTheBytes) {

@@ -47,7 +47,7 @@ TunerWindow Simulate(uint32_t threads, double service_s, uint32_t cores, double 
 TunerLimits Limits(uint32_t max_threads, uint64_t batch) {
   TunerLimits l;
   l.max_threads = max_threads;
-  l.max_ring = 8;
+  l.max_ring_depth = 8;
   l.batch_size = batch;
   return l;
 }
@@ -403,15 +403,7 @@ TEST(TunerLoaderTest, SizesReadAheadToLatencyTimesRate) {
               },
               [](uint64_t) { return uint64_t{1000}; }, 1 << 20, 64) {}
     std::string_view name() const override { return "read"; }
-    void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) const override {
-      ra_.SetPlan(std::move(plan), first);
-    }
-    uint64_t ReservedBytes() const override { return ra_.max_bytes(); }
-    bool GetReadAhead(ReadAheadMetrics* out) const override {
-      *out = ra_.Metrics();
-      return true;
-    }
-    void SetReadAhead(uint32_t in_flight, uint64_t bytes) const override { ra_.SetLimits(in_flight, bytes); }
+    BackgroundWork* background() const override { return &ra_; }
     Status Apply(Sample& s, OpState*) const override {
       io::Fetched f;
       Status st;

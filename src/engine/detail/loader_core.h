@@ -81,7 +81,7 @@ class LoaderCore final : public detail::BufferHome,
   std::string SaveState() const;
   void Cancel();
   void ReleaseAfterJoin();
-  // Tells the ops which samples come next (SampleOp::OnPlan). Takes mu_ only
+  // Tells the ops which samples come next (BackgroundWork::OnPlan). Takes mu_ only
   // to read the plan; the ops run without it.
   void NotifyPlan() EXCLUDES(mu_);
   MetricsSnapshot Metrics() const;
@@ -103,7 +103,7 @@ class LoaderCore final : public detail::BufferHome,
   const std::shared_ptr<const detail::BatchLayout> layout_;
   const Parallelism par_;
   const uint32_t num_threads_;  // started
-  const uint32_t max_buffers_;
+  const uint32_t max_ring_depth_;
   const int64_t start_ns_;
   const pid_t creator_pid_ = ::getpid();
   std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
@@ -172,7 +172,7 @@ class LoaderCore final : public detail::BufferHome,
 
   // What the tuner controls (constant unless auto).
   uint32_t active_threads_ GUARDED_BY(mu_) = 1;  // workers with a higher index park
-  uint32_t ring_limit_ GUARDED_BY(mu_) = 1;      // buffers the ring may allocate now
+  uint32_t ring_depth_ GUARDED_BY(mu_) = 1;      // buffers the ring may allocate now
   std::deque<std::string> tuner_log_ GUARDED_BY(mu_);
   uint64_t tuner_windows_ GUARDED_BY(mu_) = 0;
   uint64_t tuner_changes_ GUARDED_BY(mu_) = 0;

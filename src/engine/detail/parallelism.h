@@ -19,8 +19,9 @@ inline constexpr uint32_t kMaxThreads = 1024;
 struct Parallelism {
   uint32_t max_threads = 1;      // started
   uint32_t initial_threads = 1;  // active at first
-  uint32_t max_buffers = 1;      // what ring_depth and the budget allow
-  uint32_t initial_ring = 1;
+  // Ring depth: batch buffers the ring may use (docs/engine.md, "The ring").
+  uint32_t max_ring_depth = 1;      // what LoaderOptions::ring_depth and the budget allow
+  uint32_t initial_ring_depth = 1;  // where an auto ring starts
   uint32_t cpu_budget = 1;
   uint64_t reserved_bytes = 0;     // the ops' share of max_bytes, and the scratch allowance
   uint64_t scratch_allowance = 0;  // the large-sample allowance (ScratchGate)

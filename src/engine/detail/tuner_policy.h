@@ -51,7 +51,7 @@ struct TunerLimits {
   bool tune_ring = true;
   bool tune_read_ahead = false;
   uint32_t max_threads = 1;  // the CPU budget
-  uint32_t max_ring = 2;     // what the RAM budget allows
+  uint32_t max_ring_depth = 2;     // what the RAM budget allows
   uint32_t max_in_flight = 0;
   uint64_t max_read_ahead_bytes = 0;
   uint64_t batch_size = 1;
