@@ -8,7 +8,6 @@ accelerator consuming N samples/s busy, and with how many cores.
 import argparse
 import json
 import sys
-
 from typing import Any, Callable, Optional, Sequence
 
 from ._report import Report

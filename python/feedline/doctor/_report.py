@@ -1,7 +1,7 @@
-"""The report: evidence assembled from a Doctor, the findings from rules.py,
+"""The report: evidence assembled from a Doctor, the findings from rules/,
 and its renderings (terminal summary, JSON, trace, HTML).
 
-The JSON schema is documented in docs/doctor.md; SCHEMA_VERSION changes
+The JSON schema is evidence.py's records, documented in docs/doctor.md; SCHEMA_VERSION changes
 whenever a field is removed or changes meaning (adding fields does not).
 validate() checks a dict against it and is what the tests use.
 """
@@ -13,8 +13,18 @@ import time
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from . import rules
-from .evidence import (TIMELINE_COLUMNS, Capacity, Epoch, Evidence, LoaderInfo, Loop, Machine, Stage, Timeline,
-                       steady_mask)
+from .evidence import (
+    TIMELINE_COLUMNS,
+    Capacity,
+    Epoch,
+    Evidence,
+    LoaderInfo,
+    Loop,
+    Machine,
+    Stage,
+    Timeline,
+    steady_mask,
+)
 
 if TYPE_CHECKING:
     from .watch import Doctor
@@ -144,7 +154,7 @@ def _other_cpu(doctor: Doctor, ev: Evidence) -> Optional[float]:
     if not w or w[1] is None:
         return None
     start, end = w[0], w[1]
-    if start.system_busy_s is None or end.system_busy_s is None:
+    if start is None or start.system_busy_s is None or end.system_busy_s is None:
         return None
     wall = end.wall - start.wall
     if wall < 0.2:  # /proc/stat counts in 10 ms ticks

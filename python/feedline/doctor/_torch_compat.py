@@ -147,7 +147,7 @@ def reduce_timed(obj: Any, protocol: int) -> Any:
     """__reduce_ex__ of a timed dataset (spawned workers, copy.deepcopy):
     reduce it as its own class would and re-time it where it is rebuilt.
     The timed class itself cannot be pickled by name."""
-    base = user_type(obj)
+    base: Any = user_type(obj)
     rv = base.__reduce_ex__(obj, protocol)
     if isinstance(rv, str):  # a module-level object pickled by name: it stays itself, untimed
         return rv

@@ -141,7 +141,7 @@ class SampleTiming(NamedTuple):
     wall_s: float
     cpu_s: float
     runq_s: float
-    index: int            # the dataset index, -1 when not an int (an iterable's item)
+    dataset_index: int    # -1 when not an int (an iterable's item)
 
 
 class TransformTiming(NamedTuple):

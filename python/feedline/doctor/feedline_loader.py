@@ -6,7 +6,7 @@ reports, and works on the difference."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 from .evidence import ErrorCounts, Evidence, FeedlineEvidence, OpTimes, ProbeStatus, Tuner
 
@@ -84,7 +84,7 @@ def _tuner(s: Stats) -> Optional[Tuner]:
 class FeedlineProbe:
     """Reads a feedline Loader's metrics; changes nothing."""
 
-    kind = "feedline"
+    kind: ClassVar[str] = "feedline"
 
     def __init__(self, loader: Any) -> None:
         self.loader = loader

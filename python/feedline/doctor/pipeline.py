@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Generator, Optional, Sequence, Union
 
 from . import rules
 from ._report import SCHEMA, SCHEMA_VERSION, machine_info
@@ -35,7 +35,7 @@ def measure(source: Source, threads: int, batch_size: int = 64, transform: str =
     loader = Loader(source, batch_size=batch_size, transform=make_transform(transform, size), shuffle=True,
                     num_threads=threads)
     try:
-        def batches_forever() -> Iterator[Any]:
+        def batches_forever() -> Generator[Any, None, None]:
             while True:
                 got = False
                 for b in loader:

@@ -25,8 +25,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Optional, Protocol, Sequence
 
-from .evidence import (CollateTiming, Evidence, InitTiming, MemorySample, PinTiming, ProbeStatus, SampleTiming,
-                       TransformTiming)
+from .evidence import (
+    CollateTiming,
+    Evidence,
+    InitTiming,
+    MemorySample,
+    PinTiming,
+    ProbeStatus,
+    SampleTiming,
+    TransformTiming,
+)
 
 if TYPE_CHECKING:
     from ._report import Span

@@ -6,12 +6,30 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, NamedTuple, Optional
 
 from . import _torch_compat, probes
-from .evidence import (ABSENT, BatchTimes, CollateTiming, Evidence, Files, ImageInfo, InitTiming, Memory,
-                       MemorySample, NotAttached, PinTiming, ProbeStatus, SampleTiming, Startup, Times,
-                       TorchEvidence, TransformTimes, WorkerPool, WorkerRecord)
+from .evidence import (
+    ABSENT,
+    BatchTimes,
+    CollateTiming,
+    Evidence,
+    Files,
+    ImageInfo,
+    InitTiming,
+    Memory,
+    MemorySample,
+    NotAttached,
+    PinTiming,
+    ProbeStatus,
+    SampleTiming,
+    Startup,
+    Times,
+    TorchEvidence,
+    TransformTimes,
+    WorkerPool,
+    WorkerRecord,
+)
 
 if TYPE_CHECKING:
     from ._report import Span
@@ -119,7 +137,7 @@ class TorchProbe:
     are alive; detach() stops those (they run the probes' copies).
     """
 
-    kind = "torch"
+    kind: ClassVar[str] = "torch"
 
     def __init__(self, loader: Any) -> None:
         self.loader = loader
@@ -205,6 +223,7 @@ class TorchProbe:
         ds = self._user_dataset()
         collate = att.collate_fn if att is not None else ld.collate_fn
         compose = self.compose or _torch_compat.find_compose(ds)
+        tfs: Optional[list[Any]]
         if att is not None and att.transforms is not None:
             tfs = att.transforms
         else:
@@ -233,8 +252,8 @@ class TorchProbe:
             info = rec.info
             lane = f"worker {info['worker']} (pid {info['pid']})" if info["worker"] >= 0 else "main (loading)"
             for sm in info["samples"]:
-                out.append((lane, f"sample {sm.index}" if sm.index >= 0 else "sample", "getitem", sm.t0 - t0,
-                            sm.wall_s))
+                out.append((lane, f"sample {sm.dataset_index}" if sm.dataset_index >= 0 else "sample", "getitem",
+                            sm.t0 - t0, sm.wall_s))
             for tr in info["transforms"]:
                 out.append((lane, f"transform {tr.transform}", "transform", tr.t0 - t0, tr.wall_s))
             c = info["collate"]

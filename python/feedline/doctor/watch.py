@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, TextIO, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Optional, TextIO, Union
 
 from .evidence import CpuPoint, DeviceTiming, Evidence, HostToDevice, ProbeStatus, Step, steady_mask
 from .feedline_loader import FeedlineProbe, is_feedline_loader
@@ -35,7 +35,7 @@ _NOW = time.perf_counter
 class NullProbe:
     """Any other iterable: timed from the outside only."""
 
-    kind = "iterable"
+    kind: ClassVar[str] = "iterable"
 
     def __init__(self, iterable: Iterable[Any]) -> None:
         self.loader = iterable
@@ -262,8 +262,8 @@ class Doctor:
 
     def _iterate(self, iterable: Any) -> Iterator[Any]:
         probe, dev = self._attach(iterable), self._device
-        epoch = {"index": len(self.epochs), "t_iter": _NOW(), "first_batch_s": None, "steps": 0, "samples": 0,
-                 "t_end": None}
+        epoch: dict[str, Any] = {"index": len(self.epochs), "t_iter": _NOW(), "first_batch_s": None, "steps": 0,
+                                 "samples": 0, "t_end": None}
         if self.t0 is None or self.cpu_window is None:
             self.t0 = epoch["t_iter"]
             self.cpu_window = [_cpu_point(0), None]

@@ -35,11 +35,27 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import feedline_loader, loop, torch_loader  # noqa: F401 - importing them registers their rules
-from .common import (COLLATE_BYTES_PER_S, COPY_ON_READ_BYTES, DECODE_FIXED_S, DEFAULT_RECEIVE_S, FL_IDLE,
-                     LARGE_BATCH, PREFER_CAUSE, RECEIVE_BYTES_PER_S, SIGNIFICANT, STARTUP_SHARE, STARVED,
-                     STEP_BOUND_RANK, STORE_MARGIN, WAIT_WORKERS_PER_CORE, Ev, Finding, current_rate,
-                     fair_share_cores)
+from . import feedline_loader, torch_loader  # noqa: F401 - importing them registers their rules
+from .common import (
+    COLLATE_BYTES_PER_S,
+    COPY_ON_READ_BYTES,
+    DECODE_FIXED_S,
+    DEFAULT_RECEIVE_S,
+    FL_IDLE,
+    LARGE_BATCH,
+    PREFER_CAUSE,
+    RECEIVE_BYTES_PER_S,
+    SIGNIFICANT,
+    STARTUP_SHARE,
+    STARVED,
+    STEP_BOUND_RANK,
+    STORE_MARGIN,
+    WAIT_WORKERS_PER_CORE,
+    Ev,
+    Finding,
+    current_rate,
+    fair_share_cores,
+)
 from .feedline_loader import FeedlineModel
 from .loop import _input_is_fine, _probes_not_attached, _step_bound, _unexplained
 from .pipeline import diagnose_pipeline

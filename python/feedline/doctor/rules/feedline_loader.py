@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .common import (FL_IDLE, SIGNIFICANT, Ev, Finding, _finding, _loader_bound, _ms, _pct, current_rate,
-                     fair_share_cores, other_cores)
+from .common import (
+    FL_IDLE,
+    SIGNIFICANT,
+    Ev,
+    Finding,
+    _finding,
+    _loader_bound,
+    _ms,
+    _pct,
+    current_rate,
+    fair_share_cores,
+    other_cores,
+)
 from .registry import model, rule
 
 

@@ -71,7 +71,8 @@ def diagnose_pipeline(ev: Ev, target_rate: Optional[float] = None) -> tuple[list
                         "cores_needed": cores_needed, "extrapolated": extrapolated, "answer": answer,
                         "per_core_at_scale_samples_per_s": per_core_scaled})
         findings.insert(0, _finding(
-            "target_rate", f"Target {target_rate:g} samples/s: " + ("can feed" if measured_ok else f"needs ~{need} cores"),
+            "target_rate",
+            f"Target {target_rate:g} samples/s: " + ("can feed" if measured_ok else f"needs ~{need} cores"),
             answer, "" if measured_ok else f"Run with at least {need} cores (threads), or reduce per-sample cost.",
             {"target_samples_per_s": target_rate, "cores_needed": cores_needed, "extrapolated": extrapolated,
              "per_core_samples_per_s": per_core_scaled},

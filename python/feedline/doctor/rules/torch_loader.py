@@ -5,10 +5,28 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from .common import (COLLATE_BYTES_PER_S, COPY_ON_READ_BYTES, DECODE_FIXED_S, DEFAULT_RECEIVE_S, LARGE_BATCH,
-                     RECEIVE_BYTES_PER_S, SIGNIFICANT, STARTUP_SHARE, STORE_MARGIN, WAIT_WORKERS_PER_CORE, Ev,
-                     Finding, _finding, _loader_bound, _ms, _pct, _starvation, current_rate, fair_share_cores,
-                     other_cores)
+from .common import (
+    COLLATE_BYTES_PER_S,
+    COPY_ON_READ_BYTES,
+    DECODE_FIXED_S,
+    DEFAULT_RECEIVE_S,
+    LARGE_BATCH,
+    RECEIVE_BYTES_PER_S,
+    SIGNIFICANT,
+    STARTUP_SHARE,
+    STORE_MARGIN,
+    WAIT_WORKERS_PER_CORE,
+    Ev,
+    Finding,
+    _finding,
+    _loader_bound,
+    _ms,
+    _pct,
+    _starvation,
+    current_rate,
+    fair_share_cores,
+    other_cores,
+)
 from .registry import model, rule
 
 
@@ -119,7 +137,7 @@ class TorchModel:
         when that is less; at most WAIT_WORKERS_PER_CORE per core (CPU-bound
         work stops gaining at the core count by itself: the worker_cpu term)."""
         cap = max(WAIT_WORKERS_PER_CORE * self.cores, self.n)
-        loader = {k: self.rate(n=k, step=0.0, **kw) for k in range(1, cap + 1)}
+        loader: dict[int, Any] = {k: self.rate(n=k, step=0.0, **kw) for k in range(1, cap + 1)}
         B = kw.get("B") or self.B
         step = self.step_s * (B / self.B)
         demand = B / step if step > 0 else float("inf")
@@ -163,7 +181,8 @@ def _too_few_workers(ev: Ev, m: TorchModel) -> Optional[Finding]:
     k = m.best_workers()
     if k <= m.n:
         return None
-    pred, now = m.rate(n=k), m.rate()
+    pred: Any = m.rate(n=k)
+    now: Any = m.rate()
     if not pred or pred < SIGNIFICANT * now:
         return None
     wall, cpu = m.worker_batch()
@@ -173,8 +192,8 @@ def _too_few_workers(ev: Ev, m: TorchModel) -> Optional[Finding]:
            if waits > 0.5 else f"{ev['machine']['cores']} cores are available")
     return _finding(
         "too_few_workers", f"Too few workers: {m.n} of the {k} this loop can use",
-        f"The {m.n} worker(s) are busy {_pct(t['workers'].get('utilisation') or 0)} of the time and deliver a batch every "
-        f"{_ms(wall / m.n)} while the step needs one every {_ms(m.step_s)}; {why}.",
+        f"The {m.n} worker(s) are busy {_pct(t['workers'].get('utilisation') or 0)} of the time and deliver a "
+        f"batch every {_ms(wall / m.n)} while the step needs one every {_ms(m.step_s)}; {why}.",
         f"DataLoader(..., num_workers={k})",
         {"num_workers": m.n, "recommended_workers": k, "worker_batch_s": wall, "worker_cpu_share": 1 - waits,
          "step_s": m.step_s, "utilisation": t["workers"].get("utilisation")},
@@ -353,12 +372,12 @@ def _batch_too_small(ev: Ev, m: TorchModel) -> Optional[Finding]:
     in proportion to the batch, so only those fixed costs make the gain."""
     if m.n == 0 or not _loader_bound(ev) or m.B >= LARGE_BATCH:
         return None
-    rates = {}
+    rates: dict[float, Any] = {}
     for mult in (2, 4, 8, 16, 32, 64):
         if m.B * mult > 4 * LARGE_BATCH:
             break
         rates[m.B * mult] = m.rate(B=m.B * mult)
-    now = m.rate()
+    now: Any = m.rate()
     best = max(rates.values(), default=0)
     if not now or best < SIGNIFICANT * now:
         return None
@@ -400,7 +419,8 @@ def _memory_pressure(ev: Ev, m: TorchModel) -> Optional[Finding]:
         fix.append(f"use fewer workers (each holds {_gib((mem.get('workers_pss') or 0) / max(1, m.n))} on average)")
     fix.append("or load with threads: feedline.Loader shares one copy of everything")
     return _finding(
-        "memory_pressure", "Memory pressure in the workers" if low or heavy else "Copy-on-read memory growth in the workers",
+        "memory_pressure",
+        "Memory pressure in the workers" if low or heavy else "Copy-on-read memory growth in the workers",
         f"Workers and the training process hold {_gib(used)} (PSS) of {_gib(total)}"
         + (f"; a worker's private memory grew by {_gib(growth)} while loading (copy-on-read)"
            if growth >= COPY_ON_READ_BYTES else "")
