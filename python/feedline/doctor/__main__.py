@@ -8,23 +8,24 @@ accelerator consuming N samples/s busy, and with how many cores.
 import argparse
 import json
 import sys
+from typing import Any, Callable, Optional, Sequence
 
-from .pipeline import scan
 from ._report import Report
+from .pipeline import scan
 
 
-def _threads(text):
+def _threads(text: str) -> list[int]:
     try:
         out = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--threads takes a comma-separated list of integers, got {text!r}")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--threads takes a comma-separated list of integers, got {text!r}") from e
     if not out or any(t < 1 for t in out):
         raise argparse.ArgumentTypeError(f"--threads needs integers >= 1, got {text!r}")
     return out
 
 
-def _positive(kind):
-    def parse(text):
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
         v = kind(text)
         if v <= 0:
             raise argparse.ArgumentTypeError(f"must be positive, got {text}")
@@ -32,7 +33,7 @@ def _positive(kind):
     return parse
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="feedline doctor",
         description="Measure the feedline input pipeline alone on DATA: per-stage costs, the bottleneck, "
@@ -54,8 +55,8 @@ def main(argv=None):
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     a = p.parse_args(argv)
     if a.threads is None:
-        import os
-        cores = len(os.sched_getaffinity(0))
+        from ._report import available_cores
+        cores = available_cores()
         a.threads = sorted({1, cores} | {1 << i for i in range(8) if (1 << i) <= cores})
     progress = None if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:

@@ -1,244 +1,238 @@
-"""The report: evidence assembled from a Doctor, the findings from rules.py,
+"""The report: evidence assembled from a Doctor, the findings from rules/,
 and its renderings (terminal summary, JSON, trace, HTML).
 
-The JSON schema is documented in docs/doctor.md; SCHEMA_VERSION changes
+The JSON schema is evidence.py's records, documented in docs/doctor.md; SCHEMA_VERSION changes
 whenever a field is removed or changes meaning (adding fields does not).
 validate() checks a dict against it and is what the tests use.
 """
+from __future__ import annotations
+
 import json
-import os
 import platform
 import time
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from . import rules
+from .evidence import (
+    TIMELINE_COLUMNS,
+    Capacity,
+    Epoch,
+    Evidence,
+    LoaderInfo,
+    Loop,
+    Machine,
+    Stage,
+    Timeline,
+    steady_mask,
+)
+
+if TYPE_CHECKING:
+    from .watch import Doctor
 
 SCHEMA = "feedline.doctor.report"
 SCHEMA_VERSION = 1
 
+Span = tuple[str, str, str, float, float]  # (lane, name, category, start_s, dur_s)
 
-def machine_info(cores=None):
-    info = {"cores": cores or len(os.sched_getaffinity(0)), "cpu": platform.processor() or platform.machine(),
-            "cuda": False, "gpu": None, "mem_total_bytes": None, "mem_available_bytes": None}
+
+def available_cores() -> int:
+    """The cores this process may use, counted as the engine counts them:
+    the affinity mask, capped by the cgroup's CPU quota."""
+    from .. import _C
+    return int(_C.available_cores())
+
+
+def machine_info(cores: Optional[int] = None) -> Machine:
+    info = Machine(cores=cores or available_cores(), cpu=platform.processor() or platform.machine())
     try:
         with open("/proc/meminfo") as f:
-            kb = {l.split(":")[0]: int(l.split()[1]) for l in f if len(l.split()) >= 2 and l.split()[1].isdigit()}
-        info["mem_total_bytes"] = kb.get("MemTotal", 0) * 1024
-        info["mem_available_bytes"] = kb.get("MemAvailable", 0) * 1024
+            kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in f
+                  if len(ln.split()) >= 2 and ln.split()[1].isdigit()}
+        info.mem_total_bytes = kb.get("MemTotal", 0) * 1024
+        info.mem_available_bytes = kb.get("MemAvailable", 0) * 1024
     except OSError:
         pass
     try:
         import torch
         if torch.cuda.is_available():
-            info["cuda"] = True
-            info["gpu"] = torch.cuda.get_device_name(0)
-    except Exception:
+            info.cuda = True
+            info.gpu = torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001 - no torch, or a broken CUDA: the machine has no GPU for us
         pass
     return info
 
 
-def _loop_section(doctor, skip=1):
+def _loop_section(doctor: Doctor, skip: int = 1) -> Loop:
     steps = doctor.steps
     n = len(steps)
-    wait = sum(s[1] for s in steps)
-    step = sum(s[2] for s in steps)
-    samples = sum(s[3] for s in steps)
+    wait = sum(s.wait_s for s in steps)
+    step = sum(s.step_s for s in steps)
+    samples = sum(s.samples for s in steps)
     wall = wait + step
-    # Steady state: every step but the first `skip` of each epoch: start-up,
-    # warm-up, and the batches prepared ahead that the loop takes at once.
-    per_epoch = {}
-    for s in steps:
-        per_epoch[s[6]] = per_epoch.get(s[6], 0) + 1
-    firsts, seen = set(), {}
-    for i, s in enumerate(steps):
-        seen[s[6]] = seen.get(s[6], 0) + 1
-        # A short epoch keeps at least three quarters of its steps.
-        if seen[s[6]] <= min(skip, max(1, per_epoch[s[6]] // 4)):
-            firsts.add(i)
-    steady = [s for i, s in enumerate(steps) if i not in firsts]
-    st_wall = sum(s[1] + s[2] for s in steady)
-    st_wait = sum(s[1] for s in steady)
-    st_samples = sum(s[3] for s in steady)
+    # Steady state: every step but each epoch's warm-up (evidence.warmup_steps).
+    steady = [s for s, keep in zip(steps, steady_mask([s.epoch for s in steps], skip)) if keep]
+    st_wall = sum(s.wait_s + s.step_s for s in steady)
+    st_wait = sum(s.wait_s for s in steady)
+    st_samples = sum(s.samples for s in steady)
     epochs = []
     for e in doctor.epochs:
         end = e["t_end"] if e["t_end"] is not None else time.perf_counter()
-        epochs.append({"index": e["index"], "steps": e["steps"], "samples": e["samples"],
-                       "wall_s": end - e["t_iter"], "first_batch_s": e["first_batch_s"]})
-    return {
-        "steps": n, "samples": samples, "epochs": len(doctor.epochs), "wall_s": wall, "wait_s": wait,
-        "step_s": step, "starvation": wait / wall if wall > 0 else 0.0,
-        "samples_per_s": samples / wall if wall > 0 else 0.0,
-        "steady_samples_per_s": st_samples / st_wall if st_wall > 0 else None,
-        "steady_starvation": st_wait / st_wall if st_wall > 0 else None,
-        "wait_mean_s": wait / n if n else 0.0, "step_mean_s": step / n if n else 0.0,
-        "step_cpu_mean_s": sum(s[4] for s in steps) / n if n else 0.0,
-        "receive_cpu_mean_s": sum(s[5] for s in steps) / n if n else 0.0,
-        "process_cpu_mean_s": sum(s[7] for s in steps) / n if n else 0.0,
-        "device": doctor._device.summary(skip),
-        "epoch_list": epochs,
-    }
+        epochs.append(Epoch(index=e["index"], steps=e["steps"], samples=e["samples"], wall_s=end - e["t_iter"],
+                            first_batch_s=e["first_batch_s"]))
+    return Loop(
+        steps=n, samples=samples, epochs=len(doctor.epochs), wall_s=wall, wait_s=wait,
+        step_s=step, starvation=wait / wall if wall > 0 else 0.0,
+        samples_per_s=samples / wall if wall > 0 else 0.0,
+        steady_samples_per_s=st_samples / st_wall if st_wall > 0 else None,
+        steady_starvation=st_wait / st_wall if st_wall > 0 else None,
+        wait_mean_s=wait / n if n else 0.0, step_mean_s=step / n if n else 0.0,
+        step_cpu_mean_s=sum(s.step_cpu_s for s in steps) / n if n else 0.0,
+        receive_cpu_mean_s=sum(s.receive_cpu_s for s in steps) / n if n else 0.0,
+        process_cpu_mean_s=sum(s.process_cpu_s for s in steps) / n if n else 0.0,
+        device=doctor.device_summary(skip),
+        epoch_list=epochs,
+    )
 
 
-def _stages(ev):
+def _stages(ev: Evidence) -> list[Stage]:
     """Time per stage, per batch, for the plots and the summary."""
     out = []
-    t = ev.get("torch")
-    loop = ev.get("loop") or {}
+    t = ev.torch
+    loop = ev.loop
     if t:
-        B = t["samples_per_batch"]
-        where = "worker" if ev["loader"]["settings"].get("num_workers") else "main"
-        out.append({"name": "load (read+decode)", "where": where, "per_batch_s": B * t["load"]["wall_s"],
-                    "cpu_s": B * t["load"]["cpu_s"], "blocked_s": B * t["load"]["blocked_s"]})
-        for tf in t["transforms"]:
-            out.append({"name": tf["name"], "where": where, "per_batch_s": B * tf["wall_s"],
-                        "cpu_s": B * tf["cpu_s"], "blocked_s": None})
-        b = t["batch"]
-        out.append({"name": "collate", "where": where, "per_batch_s": b["collate_s"], "cpu_s": b["collate_cpu_s"],
-                    "blocked_s": None})
-        if b.get("pin_s"):
-            out.append({"name": "pin memory", "where": "pin_thread", "per_batch_s": b["pin_s"], "cpu_s": None,
-                        "blocked_s": None})
-        if b.get("receive_s") is not None:
-            out.append({"name": "receive", "where": "main", "per_batch_s": b["receive_s"], "cpu_s": None,
-                        "blocked_s": None})
-    f = ev.get("feedline")
+        B = t.samples_per_batch
+        where = "worker" if ev.loader.settings.get("num_workers") else "main"
+        out.append(Stage("load (read+decode)", where, B * t.load.wall_s, B * t.load.cpu_s, B * t.load.blocked_s))
+        for tf in t.transforms:
+            out.append(Stage(tf.name, where, B * tf.wall_s, B * tf.cpu_s))
+        b = t.batch
+        out.append(Stage("collate", where, b.collate_s, b.collate_cpu_s))
+        if b.pin_s:
+            out.append(Stage("pin memory", "pin_thread", b.pin_s))
+        if b.receive_s is not None:
+            out.append(Stage("receive", "main", b.receive_s))
+    f = ev.feedline
     if f:
-        B = ev["loader"].get("batch_size") or 1
-        for op in f["ops"]:
-            out.append({"name": op["name"], "where": "engine", "per_batch_s": B * op["per_item_s"], "cpu_s": None,
-                        "blocked_s": None})
-    if loop.get("steps"):
-        out.append({"name": "step", "where": "main", "per_batch_s": loop["step_mean_s"],
-                    "cpu_s": loop.get("step_cpu_mean_s"), "blocked_s": None})
+        B = ev.loader.batch_size or 1
+        for op in f.ops:
+            out.append(Stage(op.name, "engine", B * op.per_item_s))
+    if loop and loop.steps:
+        out.append(Stage("step", "main", loop.step_mean_s, loop.step_cpu_mean_s))
     return out
 
 
-def build_evidence(doctor):
+def build_evidence(doctor: Doctor) -> Evidence:
+    """Everything a Doctor measured, through its public attributes and its
+    probe (watch.Probe)."""
     probe = doctor.probe
-    kind = ("torch" if type(probe).__name__ == "TorchProbe" else
-            "feedline" if type(probe).__name__ == "FeedlineProbe" else "iterable")
+    kind = probe.kind if probe is not None else "iterable"
     settings = probe.settings() if probe is not None else {}
     loop = _loop_section(doctor, probe.warmup_batches() if probe is not None else 1)
-    ev = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "mode": "loop", "created_unix": time.time(),
-          "machine": machine_info(doctor.cores),
-          "loader": {"kind": kind, "type": type(doctor.iterable).__name__ if doctor.iterable is not None else None,
-                     "batch_size": settings.get("batch_size"), "settings": settings},
-          "loop": loop, "torch": None, "feedline": None}
-    if kind == "torch":
-        ev["torch"] = probe.evidence([s[1] for s in doctor.steps], loop["wall_s"])
-        if ev["torch"] is not None and doctor._h2d:
-            ev["torch"]["h2d"] = doctor._h2d
-    elif kind == "feedline":
-        ev["feedline"] = probe.evidence()
-    ev["machine"]["other_cpu_cores"] = _other_cpu(doctor, ev)
-    ev["stages"] = _stages(ev)
-    ev["capacity"] = rules.capacity(ev, doctor.capacity)
+    ev = Evidence(schema=SCHEMA, schema_version=SCHEMA_VERSION, mode="loop", created_unix=time.time(),
+                  machine=machine_info(doctor.cores),
+                  loader=LoaderInfo(kind=kind,
+                                    type=type(doctor.iterable).__name__ if doctor.iterable is not None else None,
+                                    batch_size=settings.get("batch_size"), settings=settings),
+                  loop=loop, torch=None, feedline=None)
+    if probe is not None:
+        probe.add_evidence(ev, doctor)
+    ev.machine.other_cpu_cores = _other_cpu(doctor, ev)
+    ev.stages = _stages(ev)
+    ev.capacity = Capacity.from_json(rules.capacity(ev.to_json(), doctor.capacity))
     t0 = doctor.t0 or 0.0
-    ev["timeline"] = {"columns": ["start_s", "wait_s", "step_s", "samples", "epoch"],
-                      "rows": [[round(s[0] - t0, 6), round(s[1], 6), round(s[2], 6), s[3], s[6]]
-                               for s in doctor.steps]}
+    ev.timeline = Timeline(columns=list(TIMELINE_COLUMNS),
+                           rows=[[round(s.t_request - t0, 6), round(s.wait_s, 6), round(s.step_s, 6), s.samples,
+                                  s.epoch] for s in doctor.steps])
+    ev.probes = probe.status() if probe is not None else None
     return ev
 
 
-def _other_cpu(doctor, ev):
+def _other_cpu(doctor: Doctor, ev: Evidence) -> Optional[float]:
     """Cores kept busy by other processes while the loop ran: the machine's
     busy time minus the training process's and its workers' CPU time."""
     w = doctor.cpu_window
-    if not w or w[1] is None or w[0][1] is None or w[1][1] is None:
+    if not w or w[1] is None:
         return None
-    wall = w[1][0] - w[0][0]
+    start, end = w[0], w[1]
+    if start is None or start.system_busy_s is None or end.system_busy_s is None:
+        return None
+    wall = end.wall - start.wall
     if wall < 0.2:  # /proc/stat counts in 10 ms ticks
         return None
-    ours = w[1][2] - w[0][2]
-    t = ev.get("torch")
-    if t and ev["loader"]["settings"].get("num_workers"):
-        b = t["batch"]
-        per_batch = t["samples_per_batch"] * t["sample"]["cpu_s"] + b["collate_cpu_s"] + (b.get("worker_hidden_cpu_s") or 0)
-        ours += per_batch * (w[1][3] - w[0][3])
-    return max(0.0, (w[1][1] - w[0][1] - ours) / wall)
-
-
-def _spans(doctor):
-    """Worker-side spans of a torch loader, relative to the doctor's start:
-    (lane, name, category, start_s, dur_s)."""
-    probe = doctor.probe
-    out = []
-    if type(probe).__name__ != "TorchProbe" or doctor.t0 is None:
-        return out
-    t0 = doctor.t0
-    for info, _, _, _ in probe.batches[:20000]:
-        lane = f"worker {info['worker']} (pid {info['pid']})" if info["worker"] >= 0 else "main (loading)"
-        for (s0, wall, _, _, idx) in info["samples"]:
-            out.append((lane, f"sample {idx}" if idx >= 0 else "sample", "getitem", s0 - t0, wall))
-        for (_, tfi, s0, wall, _, _, _) in info["transforms"]:
-            out.append((lane, f"transform {tfi}", "transform", s0 - t0, wall))
-        c = info["collate"]
-        out.append((lane, "collate", "collate", c[0] - t0, c[1]))
-        if info.get("init"):
-            out.append((lane, "worker_init_fn", "startup", info["init"][0] - t0, info["init"][1]))
-        if info.get("pin"):
-            out.append(("pin_memory thread", "pin", "pin", info["pin"][0] - t0, info["pin"][1]))
-    return out
+    ours = end.process_cpu_s - start.process_cpu_s
+    t = ev.torch
+    if t and ev.loader.settings.get("num_workers"):
+        b = t.batch
+        per_batch = t.samples_per_batch * t.sample.cpu_s + b.collate_cpu_s + (b.worker_hidden_cpu_s or 0)
+        ours += per_batch * (end.steps - start.steps)
+    return max(0.0, (end.system_busy_s - start.system_busy_s - ours) / wall)
 
 
 class Report:
     """A diagnosis: `data` is the JSON document (docs/doctor.md)."""
 
-    def __init__(self, data, spans=()):
+    def __init__(self, data: dict[str, Any], spans: Iterable[Span] = ()) -> None:
         self.data = data
         self.spans = list(spans)
 
     @classmethod
-    def from_doctor(cls, doctor):
+    def from_doctor(cls, doctor: Doctor) -> Report:
         ev = doctor.evidence()
         ev["findings"] = rules.diagnose(ev)
-        return cls(ev, _spans(doctor))
+        probe = doctor.probe
+        spans = probe.spans(doctor.t0) if probe is not None and doctor.t0 is not None else []
+        return cls(ev, spans)
 
     @classmethod
-    def from_json(cls, path_or_dict, rediagnose=False):
-        data = path_or_dict if isinstance(path_or_dict, dict) else json.load(open(path_or_dict))
+    def from_json(cls, path_or_dict: Union[str, dict[str, Any]], rediagnose: bool = False) -> Report:
+        if isinstance(path_or_dict, dict):
+            data = path_or_dict
+        else:
+            with open(path_or_dict) as f:
+                data = json.load(f)
         if rediagnose and data.get("mode") == "loop":
             data["findings"] = rules.diagnose(data)
         return cls(data)
 
     @property
-    def findings(self):
+    def findings(self) -> list[dict[str, Any]]:
         return self.data.get("findings", [])
 
     @property
-    def top(self):
+    def top(self) -> Optional[dict[str, Any]]:
         return self.findings[0] if self.findings else None
 
-    def to_json(self, indent=1):
+    def to_json(self, indent: Optional[int] = 1) -> str:
         return json.dumps(self.data, indent=indent, default=_jsonable)
 
-    def save_json(self, path):
+    def save_json(self, path: Any) -> None:
         with open(path, "w") as f:
             f.write(self.to_json())
 
-    def trace(self):
+    def trace(self) -> dict[str, Any]:
         from .trace import chrome_trace
         return chrome_trace(self.data, self.spans)
 
-    def save_trace(self, path):
+    def save_trace(self, path: Any) -> None:
         with open(path, "w") as f:
             json.dump(self.trace(), f)
 
-    def html(self):
+    def html(self) -> str:
         from .html import render
         return render(self.data)
 
-    def save_html(self, path):
+    def save_html(self, path: Any) -> None:
         with open(path, "w") as f:
             f.write(self.html())
 
-    def summary(self):
+    def summary(self) -> str:
         from .summary import text
         return text(self.data)
 
     __str__ = summary
 
 
-def _jsonable(x):
+def _jsonable(x: Any) -> Any:
     if hasattr(x, "item"):
         return x.item()
     if isinstance(x, (set, tuple)):
@@ -248,7 +242,7 @@ def _jsonable(x):
 
 # -- schema ------------------------------------------------------------------------
 _NUM = (int, float)
-_REQUIRED = {
+_REQUIRED: dict[str, dict[str, Any]] = {
     "": {"schema": str, "schema_version": int, "mode": str, "created_unix": _NUM, "machine": dict,
          "loader": dict, "findings": list},
     "machine": {"cores": int, "cuda": bool},
@@ -265,9 +259,9 @@ _REQUIRED = {
 SEVERITIES = ("high", "medium", "low", "info")
 
 
-def validate(data):
+def validate(data: dict[str, Any]) -> bool:
     """Raises ValueError naming the first field that breaks the schema."""
-    def need(obj, section, where):
+    def need(obj: dict[str, Any], section: str, where: str) -> None:
         for key, typ in _REQUIRED[section].items():
             if key not in obj:
                 raise ValueError(f"{where}: missing '{key}'")

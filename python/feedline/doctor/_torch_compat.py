@@ -29,8 +29,11 @@ for each batch, the step); a failed optional one (transforms, worker start-up)
 only loses its timings. Either way the reason, in a sentence, goes into the
 report's "probes" section and a finding (rules._probes_not_attached).
 """
+from __future__ import annotations
+
 import copyreg
 import inspect
+from typing import Any, Callable, Iterator, Optional
 
 from . import probes
 
@@ -45,12 +48,12 @@ class Unsupported(Exception):
     """An assumption about torch that does not hold; `part` is what cannot
     be attached, str() the reason."""
 
-    def __init__(self, part, reason):
+    def __init__(self, part: str, reason: str) -> None:
         super().__init__(reason)
         self.part = part
 
 
-def torch_version():
+def torch_version() -> Optional[tuple[int, int]]:
     """(major, minor) of the torch in use, or None when it cannot be read."""
     import torch
     try:
@@ -60,7 +63,7 @@ def torch_version():
         return None
 
 
-def check_version():
+def check_version() -> None:
     import torch
     v = torch_version()
     if v is None or v < OLDEST or v[0] >= NEXT_MAJOR:
@@ -69,7 +72,7 @@ def check_version():
 
 
 # -- the dataset -------------------------------------------------------------------------------
-def _is_torch_dataset(ds):
+def _is_torch_dataset(ds: Any) -> bool:
     from torch.utils.data import Dataset
     return isinstance(ds, Dataset)
 
@@ -79,7 +82,7 @@ class _ClassSwap:
 
     how = "subclass"
 
-    def __init__(self, ds):
+    def __init__(self, ds: Any) -> None:
         self.ds, self.base = ds, type(ds)
         timed = probes.timed_class(self.base)
         try:
@@ -90,7 +93,7 @@ class _ClassSwap:
             self.detach()
             raise Unsupported("dataset", f"a {self.base.__name__} does not keep the class it is given")
 
-    def detach(self):
+    def detach(self) -> None:
         if type(self.ds) is not self.base:
             object.__setattr__(self.ds, "__class__", self.base)
 
@@ -103,7 +106,7 @@ class _Replaced:
 
     how = "wrapper"
 
-    def __init__(self, loader, ds):
+    def __init__(self, loader: Any, ds: Any) -> None:
         self.loader, self.ds = loader, ds
         if not callable(getattr(type(ds), "__getitem__", None)):
             raise Unsupported("dataset", f"a {type(ds).__name__} is neither a torch Dataset nor indexable")
@@ -116,12 +119,12 @@ class _Replaced:
             self.detach()
             raise Unsupported("dataset", f"{type(loader).__name__}.dataset cannot be replaced")
 
-    def detach(self):
+    def detach(self) -> None:
         if self.loader.dataset is not self.ds:
             object.__setattr__(self.loader, "dataset", self.ds)
 
 
-def time_dataset(loader):
+def time_dataset(loader: Any) -> _ClassSwap | _Replaced:
     """Times the loader's dataset; returns the handle whose detach() undoes it."""
     ds = loader.dataset
     if probes.is_timed(ds):
@@ -129,35 +132,39 @@ def time_dataset(loader):
     return _ClassSwap(ds) if _is_torch_dataset(ds) else _Replaced(loader, ds)
 
 
-def user_dataset(loader):
+def user_dataset(loader: Any) -> Any:
     """The user's dataset behind loader.dataset (through a TimedContainer)."""
     ds = loader.dataset
     return ds.dataset if isinstance(ds, probes.TimedContainer) else ds
 
 
-def user_type(ds):
+def user_type(ds: Any) -> type:
     """The user's class of a dataset, timed or not."""
     return type(ds).__dict__.get("_feedline_base") or type(ds)
 
 
-def reduce_timed(obj, protocol):
+def reduce_timed(obj: Any, protocol: int) -> Any:
     """__reduce_ex__ of a timed dataset (spawned workers, copy.deepcopy):
     reduce it as its own class would and re-time it where it is rebuilt.
     The timed class itself cannot be pickled by name."""
-    base = user_type(obj)
+    base: Any = user_type(obj)
     rv = base.__reduce_ex__(obj, protocol)
     if isinstance(rv, str):  # a module-level object pickled by name: it stays itself, untimed
         return rv
     fn, args = rv[0], tuple(rv[1])
     if fn is type(obj):  # a __reduce__ that returns (self.__class__, args)
         fn = base
-    elif fn in (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor) and args \
+    elif fn in _RECONSTRUCTORS and args \
             and args[0] is type(obj):
         args = (base,) + args[1:]
     return (_rebuild_timed, (fn, args)) + tuple(rv[2:])
 
 
-def _rebuild_timed(fn, args):
+# How copyreg rebuilds an object of a given class (not in typeshed's copyreg).
+_RECONSTRUCTORS = tuple(getattr(copyreg, n) for n in ("__newobj__", "__newobj_ex__", "_reconstructor"))
+
+
+def _rebuild_timed(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     obj = fn(*args)
     try:
         object.__setattr__(obj, "__class__", probes.timed_class(type(obj)))
@@ -167,20 +174,28 @@ def _rebuild_timed(fn, args):
 
 
 # -- transforms --------------------------------------------------------------------------------
-def find_compose(dataset):
+def dataset_chain(dataset: Any, depth: int = 4) -> Iterator[Any]:
+    """The dataset and those it wraps, through Subset-like wrappers (each
+    one's `.dataset`), at most `depth` of them: where the doctor looks for
+    a Compose, the file list and the images."""
+    for _ in range(depth):
+        if dataset is None:
+            return
+        yield dataset
+        dataset = getattr(dataset, "dataset", None)
+
+
+def find_compose(dataset: Any) -> Any:
     """The torchvision-style Compose behind dataset.transform (through
     Subset-like wrappers), or None."""
-    seen = 0
-    while dataset is not None and seen < 4:
-        tf = getattr(dataset, "transform", None)
+    for ds in dataset_chain(dataset):
+        tf = getattr(ds, "transform", None)
         if tf is not None and hasattr(tf, "transforms") and callable(tf):
             return tf
-        dataset = getattr(dataset, "dataset", None)
-        seen += 1
     return None
 
 
-def time_transforms(compose):
+def time_transforms(compose: Any) -> list[Any]:
     """Replaces each entry of compose.transforms (in place: the Compose is
     the user's, shared by every copy of the dataset) by a TimedTransform;
     returns the entries to put back."""
@@ -195,12 +210,12 @@ def time_transforms(compose):
     return saved
 
 
-def restore_transforms(compose, saved):
+def restore_transforms(compose: Any, saved: list[Any]) -> None:
     compose.transforms[:] = saved
 
 
 # -- collate_fn, worker_init_fn ------------------------------------------------------------------
-def replace_attribute(loader, name, value):
+def replace_attribute(loader: Any, name: str, value: Any) -> Any:
     """Sets loader.<name> (an attribute the iterator reads when it is
     created); returns the old value."""
     if not hasattr(loader, name):
@@ -213,16 +228,16 @@ def replace_attribute(loader, name, value):
     return old
 
 
-def is_default_collate(fn):
+def is_default_collate(fn: Any) -> bool:
     from torch.utils.data import default_collate
     return fn is default_collate
 
 
 # -- pin memory ----------------------------------------------------------------------------------
-_pin = None
+_pin: Optional[Callable[..., Any]] = None
 
 
-def pin_function():
+def pin_function() -> Callable[..., Any]:
     """torch's pin function for nested batches (what the pin-memory thread
     runs on each batch), after checking that it hands an object it does not
     know to that object's pin_memory(): how a ProbedBatch pins the batch it
@@ -259,7 +274,7 @@ def pin_function():
 
 
 # -- the workers -----------------------------------------------------------------------------------
-def live_iterator(loader):
+def live_iterator(loader: Any) -> Any:
     """The iterator that keeps persistent workers alive between epochs, or None."""
     if not hasattr(loader, "_iterator"):
         raise Unsupported("persistent workers", f"{type(loader).__name__} has no `_iterator`: the doctor cannot "
@@ -267,11 +282,11 @@ def live_iterator(loader):
     return loader._iterator
 
 
-def has_persistent_workers(loader):
+def has_persistent_workers(loader: Any) -> bool:
     return bool(loader.num_workers > 0 and loader.persistent_workers)
 
 
-def shutdown_workers(loader):
+def shutdown_workers(loader: Any) -> Optional[str]:
     """Stops the persistent workers (started with the probes), so that the
     next epoch starts new ones with the user's own objects. Returns a note
     when it had to leave that to the iterator's destructor."""
@@ -290,7 +305,7 @@ def shutdown_workers(loader):
     return note
 
 
-def start_method(loader):
+def start_method(loader: Any) -> Optional[str]:
     """The multiprocessing start method the loader was given, or None (the default)."""
     ctx = loader.multiprocessing_context
     if ctx is None:
@@ -311,20 +326,20 @@ class Attachment:
     reason, as a list of {"part", "reason"}. Optional probes that fail are in
     `notes` and leave the rest working. detach() undoes all, idempotently."""
 
-    def __init__(self, loader):
+    def __init__(self, loader: Any) -> None:
         self.loader = loader
-        self.outside = []     # required probes that failed: timed from outside
-        self.notes = []       # optional probes that failed
-        self.attached = []    # names of the parts attached
-        self.dataset = None   # the user's dataset
-        self.collate_fn = None
-        self.worker_init_fn = None
-        self.compose = None
-        self.transforms = None  # the Compose's own entries, while replaced
-        self._undo = []
+        self.outside: list[dict[str, str]] = []   # required probes that failed: timed from outside
+        self.notes: list[dict[str, str]] = []     # optional probes that failed
+        self.attached: list[str] = []             # names of the parts attached
+        self.dataset: Any = None   # the user's dataset
+        self.collate_fn: Any = None
+        self.worker_init_fn: Any = None
+        self.compose: Any = None
+        self.transforms: Optional[list[Any]] = None  # the Compose's own entries, while replaced
+        self._undo: list[Callable[[], Any]] = []
         self.active = False
 
-    def attach(self):
+    def attach(self) -> bool:
         loader = self.loader
         self.dataset = user_dataset(loader)
         self.collate_fn, self.worker_init_fn = loader.collate_fn, loader.worker_init_fn
@@ -350,7 +365,7 @@ class Attachment:
         self.active = True
         return True
 
-    def _optional(self):
+    def _optional(self) -> None:
         loader = self.loader
         try:
             old_init = replace_attribute(loader, "worker_init_fn", probes.TimedWorkerInit(loader.worker_init_fn))
@@ -371,7 +386,7 @@ class Attachment:
         if loader.pin_memory:
             self.attached.append("pin_memory")
 
-    def detach(self):
+    def detach(self) -> None:
         """Puts everything back; with persistent workers started with the
         probes, stops them first (they run the probes' copies)."""
         if not self.active:
@@ -384,11 +399,11 @@ class Attachment:
         self.transforms = None
         self.active = False
 
-    def keeps_workers(self):
+    def keeps_workers(self) -> bool:
         """Whether persistent workers started with the probes are alive."""
         return self.active and has_persistent_workers(self.loader) and getattr(self.loader, "_iterator",
                                                                                  None) is not None
 
-    def _run_undo(self):
+    def _run_undo(self) -> None:
         while self._undo:
             self._undo.pop()()

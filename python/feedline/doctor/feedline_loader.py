@@ -3,10 +3,21 @@
 on output, ring depth and bytes, consumer wait; docs/engine.md "Metrics"), so
 the doctor only takes a snapshot when it starts watching and another when it
 reports, and works on the difference."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+
+from .evidence import ErrorCounts, Evidence, FeedlineEvidence, OpTimes, ProbeStatus, Tuner
+
+if TYPE_CHECKING:
+    from ._report import Span
+    from .watch import Doctor
+
+Stats = dict[str, Any]  # a loader.stats() snapshot (docs/engine.md "Metrics")
 
 
-def is_feedline_loader(obj):
+def is_feedline_loader(obj: Any) -> bool:
     try:
         from ..loader import Loader
     except ImportError:
@@ -14,22 +25,22 @@ def is_feedline_loader(obj):
     return isinstance(obj, Loader)
 
 
-def source_kind(source):
+def source_kind(source: Union[str, bytes, os.PathLike[str]]) -> str:
     """The doctor's name for a source's kind: "url", "packed", "tar" or
     "folder". The rule itself is the engine's (feedline._C.source_kind), so
     the doctor and the loader never disagree about a path."""
     from .. import _C
-    source = os.fsdecode(source)
-    kind = _C.source_kind(os.fsencode(source))
+    path = os.fsdecode(source)
+    kind = str(_C.source_kind(os.fsencode(path)))
     if kind == "shards":
-        return "url" if source.startswith(("http://", "https://")) else "packed"
+        return "url" if path.startswith(("http://", "https://")) else "packed"
     return kind
 
 
-def stats_delta(s0, s1):
+def stats_delta(s0: Optional[Stats], s1: Stats) -> FeedlineEvidence:
     """Per-stage evidence from two loader.stats() snapshots (s0 may be None:
     since the loader was made)."""
-    def ops(s):
+    def ops(s: Optional[Stats]) -> dict[str, Any]:
         return {o["name"]: o for o in (s or {}).get("ops", [])}
     o0, o1 = ops(s0), ops(s1)
     out_ops = []
@@ -37,94 +48,105 @@ def stats_delta(s0, s1):
         b = o0.get(name, {"items": 0, "busy_s": 0.0, "errors": 0})
         items = o["items"] - b["items"]
         busy = o["busy_s"] - b["busy_s"]
-        out_ops.append({"name": name, "items": items, "busy_s": busy, "errors": o["errors"] - b["errors"],
-                        "per_item_s": busy / items if items else 0.0})
-    def wsum(s, key):
+        out_ops.append(OpTimes(name=name, items=items, busy_s=busy, errors=o["errors"] - b["errors"],
+                               per_item_s=busy / items if items else 0.0))
+
+    def wsum(s: Optional[Stats], key: str) -> Any:
         return sum(w[key] for w in (s or {}).get("workers", []))
     threads = s1.get("num_threads") or len(s1.get("workers", [])) or 1
     uptime = s1["uptime_s"] - ((s0 or {}).get("uptime_s") or 0.0)
     busy = wsum(s1, "busy_s") - wsum(s0, "busy_s")
     samples = wsum(s1, "samples") - wsum(s0, "samples")
     c0, c1 = (s0 or {}).get("consumer", {}), s1.get("consumer", {})
-    return {
-        "num_threads": threads, "uptime_s": uptime, "ops": out_ops, "samples": samples,
-        "busy_s": busy,
-        "wait_input_s": wsum(s1, "wait_input_s") - wsum(s0, "wait_input_s"),
-        "blocked_output_s": wsum(s1, "blocked_output_s") - wsum(s0, "blocked_output_s"),
-        "utilisation": busy / (threads * uptime) if uptime > 0 else None,
-        "consumer_wait_s": c1.get("wait_s", 0.0) - c0.get("wait_s", 0.0),
-        "ring": dict(s1.get("ring", {})),
-        "errors": {"total": s1.get("errors", {}).get("total", 0), "skipped": s1.get("errors", {}).get("skipped", 0)},
-        "tuner": _tuner(s1),
-    }
+    return FeedlineEvidence(
+        num_threads=threads, uptime_s=uptime, ops=out_ops, samples=samples,
+        busy_s=busy,
+        wait_input_s=wsum(s1, "wait_input_s") - wsum(s0, "wait_input_s"),
+        blocked_output_s=wsum(s1, "blocked_output_s") - wsum(s0, "blocked_output_s"),
+        utilisation=busy / (threads * uptime) if uptime > 0 else None,
+        consumer_wait_s=c1.get("wait_s", 0.0) - c0.get("wait_s", 0.0),
+        ring=dict(s1.get("ring", {})),
+        errors=ErrorCounts(total=s1.get("errors", {}).get("total", 0),
+                           skipped=s1.get("errors", {}).get("skipped", 0)),
+        tuner=_tuner(s1),
+    )
 
 
-def _tuner(s):
-    """What the autotuner chose and why (docs/tuner.md), for the report."""
+def _tuner(s: Stats) -> Optional[Tuner]:
+    """What the autotuner chose and why (docs/tuner.md), for the report:
+    the keys of stats()'s tuner section that the Tuner record names."""
     t = s.get("tuner")
     if not t:
         return None
-    keys = ("threads_auto", "ring_auto", "read_ahead_auto", "cpu_budget", "ram_budget", "threads", "max_threads",
-            "ring_depth", "max_ring_depth", "read_ahead_in_flight", "read_ahead_bytes", "charged_bytes",
-            "peak_charged_bytes", "changes", "log")
-    return {k: t[k] for k in keys if k in t}
+    return Tuner(**{k: t[k] for k in Tuner.keys() if k in t})
 
 
 class FeedlineProbe:
     """Reads a feedline Loader's metrics; changes nothing."""
 
-    def __init__(self, loader):
-        self.loader = loader
-        self._s0 = None
-        self._last = None
+    kind: ClassVar[str] = "feedline"
 
-    def attach(self):
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self._s0: Optional[Stats] = None
+        self._last: Optional[Stats] = None
+
+    def attach(self) -> None:
         if self._s0 is None:
             self._s0 = self._stats()
 
-    def detach(self):
+    def detach(self) -> None:
         self._last = self._stats() or self._last
 
-    def release(self):
+    def release(self) -> None:
         pass  # nothing to restore: the probe changes nothing
 
-    def _stats(self):
+    def _stats(self) -> Optional[Stats]:
         try:
             return self.loader.stats()
-        except Exception:  # closed
+        except Exception:  # noqa: BLE001 - closed
             return None
 
-    def unwrap(self, batch, t_request, t_received, epoch, capacity=False):
+    def unwrap(self, batch: Any, t_request: float, t_received: float, epoch: int, capacity: bool = False) -> Any:
         return batch
 
-    def note_batch(self, batch):
+    def note_batch(self, batch: Any) -> None:
         pass
 
-    def warmup_batches(self):
+    def status(self) -> Optional[ProbeStatus]:
+        return None  # nothing to attach
+
+    def spans(self, t0: float) -> list[Span]:
+        return []
+
+    def add_evidence(self, ev: Evidence, doctor: Doctor) -> None:
+        ev.feedline = self.evidence()
+
+    def warmup_batches(self) -> int:
         """Batches that may be ready before the loop starts (the ring)."""
         s = self._stats() or {}
         return max(1, (s.get("ring", {}).get("buffers_allocated") or 2) - 1)
 
-    def settings(self):
-        l = self.loader
-        tf = getattr(l, "transform", None)
+    def settings(self) -> dict[str, Any]:
+        ld = self.loader
+        tf = getattr(ld, "transform", None)
         s = self._stats() or self._last or {}
         ring = s.get("ring", {})
-        return {"num_threads": l.num_threads if not l._loader.closed else s.get("num_threads"),
-                "batch_size": l.batch_size, "ring_buffers": ring.get("buffers_allocated"),
-                "source": l.source, "source_kind": source_kind(l.source),
+        return {"num_threads": ld.num_threads if not ld._loader.closed else s.get("num_threads"),
+                "batch_size": ld.batch_size, "ring_buffers": ring.get("buffers_allocated"),
+                "source": ld.source, "source_kind": source_kind(ld.source),
                 "transform": None if tf is None else {
                     "crop": str(getattr(tf, "crop", "")).split(".")[-1], "height": getattr(tf, "height", None),
                     "width": getattr(tf, "width", None), "dtype": str(getattr(tf, "dtype", "")).split(".")[-1],
                     "dct_scaling": getattr(tf, "dct_scaling", None)}}
 
-    def evidence(self):
+    def evidence(self) -> Optional[FeedlineEvidence]:
         s1 = self._stats() or self._last
         if s1 is None:
             return None
         ev = stats_delta(self._s0, s1)
         st = self.settings()
-        ev["source_kind"] = st["source_kind"]
+        ev.source_kind = st["source_kind"]
         tf = st.get("transform") or {}
-        ev["exact_decode"] = (tf.get("dct_scaling") is False)
+        ev.exact_decode = (tf.get("dct_scaling") is False)
         return ev

@@ -61,8 +61,10 @@ def line_chart(id_, title, xs, ys, x_label, y_label, y_max=None, marks=()):
     parts.append(f'<polygon points="{area}" fill="#e1575933"/><polyline points="{pts}" fill="none" '
                  f'stroke="#e15759" stroke-width="1.8"/>')
     for x, y in zip(xs, ys) if len(xs) <= 40 else ():
-        parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="#e15759"><title>{x:g}: {y:.3g}</title></circle>')
-    parts.append(f'<text x="{(_W + left) / 2:.0f}" y="{height - 6}" text-anchor="middle" class="a">{escape(x_label)}</text>'
+        parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="#e15759">'
+                     f'<title>{x:g}: {y:.3g}</title></circle>')
+    parts.append(f'<text x="{(_W + left) / 2:.0f}" y="{height - 6}" text-anchor="middle" class="a">'
+                 f'{escape(x_label)}</text>'
                  f'<text x="12" y="{(height) / 2:.0f}" class="a" transform="rotate(-90 12 {height / 2:.0f})" '
                  f'text-anchor="middle">{escape(y_label)}</text>'
                  f'<text x="{left}" y="{height - 20}" class="a">{_num(x0)}</text>'
@@ -111,7 +113,8 @@ def _capacity_rows(report):
     rows = []
     lc, sc = cap.get("loader_samples_per_s") or {}, cap.get("step_samples_per_s") or {}
     if lc.get("value"):
-        rows.append((f"loader capacity ({lc['source']})", lc["value"], _COLORS["loader"], f"{_rate(lc['value'])} samples/s"))
+        rows.append((f"loader capacity ({lc['source']})", lc["value"], _COLORS["loader"],
+                     f"{_rate(lc['value'])} samples/s"))
     if sc.get("value"):
         label = "accelerator demand (target)" if sc["source"] == "target" else f"step capacity ({sc['source']})"
         rows.append((label, sc["value"], _COLORS["step"], f"{_rate(sc['value'])} samples/s"))
@@ -132,7 +135,8 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:22px 0 6px}
 .kpi b{display:block;font-size:18px}.starved{color:#c0392b}.fed{color:#2e7d32}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;
 vertical-align:top}th{background:#f4f4f6}.sev-high{color:#c0392b;font-weight:bold}.sev-medium{color:#b9770e}
-.plot text.t{font-weight:bold;font-size:13px}.plot text.l,.plot text.v{font-size:12px}.plot text.a{font-size:11px;fill:#555}
+.plot text.t{font-weight:bold;font-size:13px}.plot text.l,.plot text.v{font-size:12px}
+.plot text.a{font-size:11px;fill:#555}
 .plot line.g{stroke:#e4e4e4}.plot line.m{stroke:#999;stroke-dasharray:3 3}.muted{color:#666;font-size:12px}
 """
 
@@ -160,7 +164,8 @@ def render(report):
         from .summary import tuner_line
         parts.append('<h2>Autotuner</h2><p id="tuner">' + escape(tuner_line(report).split("; ")[0]) + "</p>")
         if tuner.get("log"):
-            parts.append("<ol class=\"muted\">" + "".join(f"<li>{escape(l)}</li>" for l in tuner["log"]) + "</ol>")
+            items = "".join(f"<li>{escape(entry)}</li>" for entry in tuner["log"])
+            parts.append("<ol class=\"muted\">" + items + "</ol>")
     parts.append("<h2>Plots</h2>")
     if mode == "loop":
         xs, ys = starvation_series(report)

@@ -15,6 +15,7 @@ def _rate(x):
 def _settings_line(ev):
     ld = ev["loader"]
     s = ld.get("settings") or {}
+    keys: tuple[str, ...]
     if ld["kind"] == "torch":
         keys = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "prefetch_factor")
         name = "torch DataLoader"
@@ -71,7 +72,8 @@ def text(ev, width=100):
             f"({_rate(loop.get('steady_samples_per_s'))} steady), {100 * starv:.0f}% of wall time waiting for data"
             + (f" ({100 * steady:.0f}% in steady state)" if steady is not None else "") + f": {state}"]
     if dev:
-        head.append(f"  device    idle {100 * dev['starvation']:.0f}% between steps (CUDA events, {dev['steps']} steps)")
+        head.append(f"  device    idle {100 * dev['starvation']:.0f}% between steps "
+                    f"(CUDA events, {dev['steps']} steps)")
     lc, sc = cap.get("loader_samples_per_s") or {}, cap.get("step_samples_per_s") or {}
     head.append(f"  capacity  loader {_rate(lc.get('value'))} samples/s ({lc.get('source') or 'unknown'}), "
                 f"step {_rate(sc.get('value'))} samples/s ({sc.get('source') or 'unknown'}): "
@@ -95,12 +97,14 @@ def _pipeline_text(ev, width):
     p = ev.get("pipeline") or {}
     lines = [f"feedline doctor: pipeline alone on {p.get('source')} (batch_size={p.get('batch_size')}, "
              f"transform={p.get('transform')}, {ev['machine']['cores']} cores)",
-             "  threads  samples/s  efficiency  " + "  ".join(f"{s['name']:>16}" for s in (ev["scan"][0].get("stages") or []))]
+             "  threads  samples/s  efficiency  "
+             + "  ".join(f"{s['name']:>16}" for s in (ev["scan"][0].get("stages") or []))]
     eff = (p.get("summary") or {}).get("efficiency") or {}
     for s in ev["scan"]:
         e = eff.get(s["threads"], eff.get(str(s["threads"])))
         cells = "  ".join(f"{_ms(st['per_sample_s']) + '/sample':>16}" for st in s.get("stages") or [])
-        lines.append(f"  {s['threads']:>7}  {_rate(s['samples_per_s']):>9}  {('-' if e is None else f'{100 * e:.0f}%'):>10}  {cells}")
+        eff_cell = "-" if e is None else f"{100 * e:.0f}%"
+        lines.append(f"  {s['threads']:>7}  {_rate(s['samples_per_s']):>9}  {eff_cell:>10}  {cells}")
     summ = p.get("summary") or {}
     if summ:
         lines.append(f"  best      {_rate(summ.get('best_samples_per_s'))} samples/s at {summ.get('best_threads')} "

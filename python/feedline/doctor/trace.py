@@ -43,7 +43,7 @@ def chrome_trace(report, spans=()):
                        "pid": pid, "tid": 1, "args": {"batch": j}})
     if spans:
         meta(LOADER_PID, None, "process_name", "loader")
-        lanes = {}
+        lanes: dict[str, int] = {}
         for lane, name, cat, start, dur in spans:
             if lane not in lanes:
                 lanes[lane] = len(lanes) + 1

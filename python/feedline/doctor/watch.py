@@ -14,43 +14,79 @@ time between steps, so that work still queued on the GPU is not counted as
 starvation. The loader itself is looked into by a probe (torch_loader.py,
 feedline_loader.py); any other iterable is timed from the outside only.
 """
+from __future__ import annotations
+
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Optional, TextIO, Union
 
+from .evidence import CpuPoint, DeviceTiming, Evidence, HostToDevice, ProbeStatus, Step, steady_mask
 from .feedline_loader import FeedlineProbe, is_feedline_loader
-from .torch_loader import TorchProbe, count_samples, is_torch_loader, _tensors
+from .probes import Probe, ProbedBatch
+from .torch_loader import TorchProbe, _tensors, count_samples, is_torch_loader
+
+if TYPE_CHECKING:
+    from ._report import Report, Span
 
 _NOW = time.perf_counter
 
 
-class _NullProbe:
-    def __init__(self, iterable):
+class NullProbe:
+    """Any other iterable: timed from the outside only."""
+
+    kind: ClassVar[str] = "iterable"
+
+    def __init__(self, iterable: Iterable[Any]) -> None:
         self.loader = iterable
 
-    def attach(self):
+    def attach(self) -> None:
         pass
 
-    def detach(self):
+    def detach(self) -> None:
         pass
 
-    def release(self):
+    def release(self) -> None:
         pass
 
-    def unwrap(self, batch, *args, **kwargs):
+    def unwrap(self, batch: Any, t_request: float, t_received: float, epoch: int, capacity: bool = False) -> Any:
         return batch
 
-    def note_batch(self, batch):
+    def note_batch(self, batch: Any) -> None:
         pass
 
-    def warmup_batches(self):
+    def warmup_batches(self) -> int:
         return 1
 
-    def settings(self):
+    def settings(self) -> dict[str, Any]:
         return {}
 
+    def status(self) -> Optional[ProbeStatus]:
+        return None
 
-def clone_batch(batch):
+    def add_evidence(self, ev: Evidence, doctor: Doctor) -> None:
+        pass
+
+    def spans(self, t0: float) -> list[Span]:
+        return []
+
+
+# The probe for a loader: the first whose test accepts it; NullProbe for anything else.
+# A new loader kind adds its (test, probe class) here and its rules in rules/.
+PROBE_KINDS: list[tuple[Callable[[Any], bool], Callable[[Any], Probe]]] = [
+    (is_torch_loader, TorchProbe),
+    (is_feedline_loader, FeedlineProbe),
+]
+
+
+def probe_for(iterable: Any) -> Probe:
+    for accepts, make in PROBE_KINDS:
+        if accepts(iterable):
+            return make(iterable)
+    return NullProbe(iterable)
+
+
+def clone_batch(batch: Any) -> Any:
     try:
         import torch
     except ImportError:
@@ -71,26 +107,26 @@ class _DeviceTimer:
     queued work and the next step's first, on the device's own clock. At
     most `keep` steps are timed (like Doctor.keep_steps)."""
 
-    def __init__(self, mode, keep=100_000):
+    def __init__(self, mode: Union[str, bool], keep: int = 100_000) -> None:
         self.mode = mode
         self.keep = keep
         self.enabled = False
-        self.pairs = []  # (start_event, end_event, epoch)
-        self._start = None
+        self.pairs: list[tuple[Any, Any, int]] = []  # (start_event, end_event, epoch)
+        self._start: Any = None
 
-    def _check(self):
+    def _check(self) -> bool:
         if self.enabled or self.mode is False:
             return self.enabled
         self.enabled = _cuda_in_use()
         return self.enabled
 
-    def step_start(self):
+    def step_start(self) -> None:
         if self.enabled and len(self.pairs) < self.keep:
             import torch
             self._start = torch.cuda.Event(enable_timing=True)
             self._start.record()
 
-    def step_end(self, epoch=0):
+    def step_end(self, epoch: int = 0) -> None:
         if self._start is not None:
             import torch
             end = torch.cuda.Event(enable_timing=True)
@@ -100,34 +136,30 @@ class _DeviceTimer:
         else:
             self._check()  # from the next step on, once the loop has touched CUDA
 
-    def summary(self, skip=1):
+    def summary(self, skip: int = 1) -> Optional[dict[str, Any]]:
         """Busy and idle device time over the steady state: as for the host
-        (report._loop_section), each epoch's first `skip` steps (at most a
-        quarter of a short epoch) are left out, and so is every gap that
+        (report._loop_section), each epoch's warm-up (evidence.warmup_steps)
+        is left out, and so is every gap that
         crosses an epoch boundary (validation, checkpointing: not the
         loader's doing). Events only need elapsed_time() and synchronize()."""
         if not self.pairs:
             return None
         self.pairs[-1][1].synchronize()
-        per_epoch = {}
-        for p in self.pairs:
-            per_epoch[p[2]] = per_epoch.get(p[2], 0) + 1
         busy = idle = 0.0
-        steps, seen, prev = 0, {}, None
-        for p in self.pairs:
-            start, end, epoch = p
-            seen[epoch] = seen.get(epoch, 0) + 1
-            same_epoch = prev is not None and prev[2] == epoch
-            if seen[epoch] > min(skip, max(1, per_epoch[epoch] // 4)):
+        steps = 0
+        prev_end: Any = None
+        prev_epoch: Optional[int] = None
+        for (start, end, epoch), steady in zip(self.pairs, steady_mask([p[2] for p in self.pairs], skip)):
+            if steady:
                 steps += 1
                 busy += start.elapsed_time(end)
-                if same_epoch:  # the wait before this step, on the device
-                    idle += max(0.0, prev[1].elapsed_time(start))
-            prev = p
+                if prev_epoch == epoch:  # the wait before this step, on the device
+                    idle += max(0.0, prev_end.elapsed_time(start))
+            prev_end, prev_epoch = end, epoch
         busy, idle = busy / 1e3, idle / 1e3
         total = busy + idle
-        return {"timed": True, "steps": len(self.pairs), "steady_steps": steps, "busy_s": busy, "idle_s": idle,
-                "starvation": idle / total if total > 0 else 0.0}
+        return DeviceTiming(timed=True, steps=len(self.pairs), steady_steps=steps, busy_s=busy, idle_s=idle,
+                            starvation=idle / total if total > 0 else 0.0).to_json()
 
 
 class Watched:
@@ -136,28 +168,28 @@ class Watched:
     then restores the loader; close() (or `with`) restores it without a
     report. Both are idempotent, and iterating again re-attaches."""
 
-    def __init__(self, doctor, iterable):
+    def __init__(self, doctor: Doctor, iterable: Any) -> None:
         self.doctor, self.iterable = doctor, iterable
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return self.doctor._iterate(self.iterable)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.iterable)
 
-    def report(self, **kwargs):
+    def report(self, **kwargs: Any) -> Report:
         try:
             return self.doctor.report(**kwargs)
         finally:
             self.doctor.detach()
 
-    def close(self):
+    def close(self) -> None:
         self.doctor.detach()
 
-    def __enter__(self):
+    def __enter__(self) -> Watched:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -170,7 +202,8 @@ class Doctor:
             which runs real steps: use a copy of the model if that matters).
         device: "auto" times the device with CUDA events once the loop has
             used CUDA; False never does.
-        cores: CPU cores the loop may use (default: this process's affinity).
+        cores: CPU cores the loop may use (default: as the engine counts
+            them, the affinity mask capped by the cgroup's CPU quota).
         keep_steps: steps kept for the timeline and trace (all are counted).
 
     While attached to a torch DataLoader, iterate it through watch(): its
@@ -181,54 +214,60 @@ class Doctor:
     Doctor.report() does not detach, so more epochs can follow.
     """
 
-    def __init__(self, step_fn=None, device="auto", cores=None, keep_steps=100_000):
+    def __init__(self, step_fn: Optional[Callable[[Any], Any]] = None, device: Union[str, bool] = "auto",
+                 cores: Optional[int] = None, keep_steps: int = 100_000) -> None:
+        from ._report import available_cores
         self.step_fn = step_fn
-        self.cores = cores or len(os.sched_getaffinity(0))
+        self.cores = cores or available_cores()
         self.keep_steps = keep_steps
-        self.iterable = None
-        self.probe = None
-        # (t_request, wait, step, samples, step_cpu, receive_cpu, epoch, process_cpu): CPU
-        # seconds of the training thread in the step and in next(), and of the
-        # whole training process (every thread) over the step's period.
-        self.steps = []
-        self.epochs = []     # {index, t_iter, first_batch_s, steps, samples, t_end}
-        self.t0 = None
-        self.capacity = {}
+        self.iterable: Any = None
+        self.probe: Optional[Probe] = None
+        self.steps: list[Step] = []
+        self.epochs: list[dict[str, Any]] = []  # {index, t_iter, first_batch_s, steps, samples, t_end}
+        self.t0: Optional[float] = None
+        self.capacity: dict[str, Any] = {}
         self._device = _DeviceTimer(device if device is False else "auto", keep_steps)
         self.step_count = 0  # every step watched (self.steps keeps at most keep_steps)
-        self._cached = None
-        self._h2d = None
-        self.cpu_window = None   # [(wall, system busy s, process cpu s, steps) at start, ... at the last epoch's end]
+        self._cached: Any = None
+        self._h2d: Optional[HostToDevice] = None
+        # [at the start (or the end of the first epoch's warm-up), at the last epoch's end]
+        self.cpu_window: Optional[list[Optional[CpuPoint]]] = None
+
+    @property
+    def h2d(self) -> Optional[HostToDevice]:
+        """One cached batch's copy to the device, pageable and pinned (with CUDA, once measured)."""
+        return self._h2d
+
+    def device_summary(self, skip: int = 1) -> Optional[DeviceTiming]:
+        """The device's busy and idle time over the steady state, or None when it was not timed."""
+        s = self._device.summary(skip)
+        return DeviceTiming.from_json(s) if s is not None else None
 
     # -- watching ------------------------------------------------------------
-    def watch(self, iterable, step_fn=None):
+    def watch(self, iterable: Any, step_fn: Optional[Callable[[Any], Any]] = None) -> Watched:
         """Wraps the loop's data iterable; iterate the result as the loader."""
         if step_fn is not None:
             self.step_fn = step_fn
         self._attach(iterable)
         return Watched(self, iterable)
 
-    def _attach(self, iterable):
+    def _attach(self, iterable: Any) -> Probe:
         if self.iterable is not None and iterable is not self.iterable:
             raise ValueError("a Doctor watches one data iterable; make another Doctor for another loop")
         if self.probe is None:
             self.iterable = iterable
-            if is_torch_loader(iterable):
-                self.probe = TorchProbe(iterable)
-            elif is_feedline_loader(iterable):
-                self.probe = FeedlineProbe(iterable)
-            else:
-                self.probe = _NullProbe(iterable)
+            self.probe = probe_for(iterable)
         self.probe.attach()
+        return self.probe
 
-    def _iterate(self, iterable):
-        self._attach(iterable)
-        probe, dev = self.probe, self._device
-        epoch = {"index": len(self.epochs), "t_iter": _NOW(), "first_batch_s": None, "steps": 0, "samples": 0,
-                 "t_end": None}
-        if self.t0 is None:
+    def _iterate(self, iterable: Any) -> Iterator[Any]:
+        probe, dev = self._attach(iterable), self._device
+        epoch: dict[str, Any] = {"index": len(self.epochs), "t_iter": _NOW(), "first_batch_s": None, "steps": 0,
+                                 "samples": 0, "t_end": None}
+        if self.t0 is None or self.cpu_window is None:
             self.t0 = epoch["t_iter"]
             self.cpu_window = [_cpu_point(0), None]
+        window = self.cpu_window
         warmup = probe.warmup_batches() if len(self.epochs) == 0 else -1
         self.epochs.append(epoch)
         it = iter(iterable)
@@ -244,7 +283,7 @@ class Doctor:
                     break
                 t_recv = _NOW()
                 c1 = time.thread_time()
-                info = getattr(raw, "info", None) if type(raw).__name__ == "ProbedBatch" else None
+                info = raw.info if isinstance(raw, ProbedBatch) else None
                 batch = probe.unwrap(raw, t_request, t_recv, epoch["index"])
                 del raw
                 # Counted in the batch itself (a dataset call can make many samples).
@@ -261,16 +300,16 @@ class Doctor:
                 self._finish_step(epoch, pending)
                 pending = None
                 if epoch["steps"] == warmup:  # steady state from here: leave start-up CPU out
-                    self.cpu_window[0] = _cpu_point(self.step_count)
+                    window[0] = _cpu_point(self.step_count)
         finally:
             if pending is not None:  # the loop left during a step (break, exception)
                 self._finish_step(epoch, pending)
             epoch["t_end"] = _NOW()
-            self.cpu_window[1] = _cpu_point(self.step_count)
+            window[1] = _cpu_point(self.step_count)
             del it
             probe.release()  # restores the loader unless that would stop its persistent workers
 
-    def _finish_step(self, epoch, pending):
+    def _finish_step(self, epoch: dict[str, Any], pending: tuple[float, float, int, float, float, float]) -> None:
         t_done = _NOW()
         c2 = time.thread_time()
         self._device.step_end(epoch["index"])
@@ -278,15 +317,17 @@ class Doctor:
         self._record(epoch, t_request, t_recv - t_request, t_done - t_recv, samples, c2 - c1, c1 - c0,
                      time.process_time() - p0)
 
-    def _record(self, epoch, t_request, wait, step, samples, step_cpu, receive_cpu, process_cpu):
+    def _record(self, epoch: dict[str, Any], t_request: float, wait: float, step: float, samples: int,
+                step_cpu: float, receive_cpu: float, process_cpu: float) -> None:
         epoch["steps"] += 1
         epoch["samples"] += samples
         self.step_count += 1
         if len(self.steps) < self.keep_steps:
-            self.steps.append((t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu))
+            self.steps.append(Step(t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu))
 
     # -- capacity ---------------------------------------------------------------
-    def measure_capacity(self, loader=None, batches=20, step_fn=None, steps=10):
+    def measure_capacity(self, loader: Any = None, batches: int = 20, step_fn: Optional[Callable[[Any], Any]] = None,
+                         steps: int = 10) -> dict[str, Any]:
         """Measures the loader alone (`batches` batches timed after the ones
         prepared ahead at the start, no step) and, with a step_fn, the step
         alone (one cached batch replayed `steps` times after a warm-up).
@@ -294,11 +335,12 @@ class Doctor:
         loader = loader if loader is not None else self.iterable
         if loader is None:
             raise ValueError("measure_capacity needs a loader (or watch one first)")
-        self._attach(loader)
+        probe = self._attach(loader)
         step_fn = step_fn or self.step_fn
-        warmup = self.probe.warmup_batches()
+        warmup = probe.warmup_batches()
         it = iter(loader)
-        arrivals, first = [], None  # (time, samples) per batch
+        arrivals: list[tuple[float, int]] = []  # (time, samples) per batch
+        first = None
         for _ in range(warmup + batches):
             t_req = _NOW()
             try:
@@ -306,15 +348,15 @@ class Doctor:
             except StopIteration:
                 break
             t = _NOW()
-            batch = self.probe.unwrap(raw, t_req, t, -1, capacity=True)
+            batch = probe.unwrap(raw, t_req, t, -1, capacity=True)
             del raw
             if not arrivals:
                 first = clone_batch(batch) if step_fn is not None and self._cached is None else None
-                self.probe.note_batch(batch)
+                probe.note_batch(batch)
             arrivals.append((t, count_samples(batch)))
             del batch
         del it
-        self.probe.release()
+        probe.release()
         # Leave out the batches that were ready at once (but keep at least half).
         skip = min(warmup, len(arrivals) // 2)
         if len(arrivals) - skip >= 2:
@@ -331,10 +373,10 @@ class Doctor:
             self._measure_h2d()
         return dict(self.capacity)
 
-    def _replay(self, step_fn, batch, steps):
+    def _replay(self, step_fn: Callable[[Any], Any], batch: Any, steps: int) -> Optional[float]:
         sync = _cuda_sync()
         times = []
-        for i in range(steps + 1):  # the first is warm-up
+        for _ in range(steps + 1):  # the first is warm-up
             sync()
             t = _NOW()
             step_fn(batch)
@@ -343,7 +385,7 @@ class Doctor:
         mean = sum(times[1:]) / max(1, len(times) - 1)
         return count_samples(batch) / mean if mean > 0 else None
 
-    def _measure_h2d(self):
+    def _measure_h2d(self) -> None:
         """With CUDA: one cached batch copied from pageable and from pinned
         memory (the evidence for pin_memory)."""
         if self._h2d is not None or self._cached is None:
@@ -356,7 +398,7 @@ class Doctor:
             if not tensors:
                 return
 
-            def copy(ts):
+            def copy(ts: list[Any]) -> float:
                 torch.cuda.synchronize()
                 t = _NOW()
                 for x in ts:
@@ -368,22 +410,22 @@ class Doctor:
             t = _NOW()
             pinned = [x.pin_memory() for x in tensors]
             pin = _NOW() - t
-            self._h2d = {"pageable_s": pageable, "pinned_s": copy(pinned), "pin_s": pin}
-        except Exception:
+            self._h2d = HostToDevice(pageable_s=pageable, pinned_s=copy(pinned), pin_s=pin)
+        except Exception:  # noqa: BLE001 - a failed copy only loses the pin_memory evidence
             self._h2d = None
 
     # -- results -------------------------------------------------------------------
-    def evidence(self):
-        """Everything measured, as the report's JSON minus its findings."""
+    def evidence(self) -> dict[str, Any]:
+        """Everything measured, as the report's JSON minus its findings
+        (evidence.Evidence.to_json(); its "probes" section says what the
+        probes could attach, and why not)."""
         from ._report import build_evidence
         if self._device.pairs and self._cached is not None:
             self._measure_h2d()
-        ev = build_evidence(self)
-        status = getattr(self.probe, "status", None)
-        ev["probes"] = status() if status is not None else None  # what the probes could attach, and why not
-        return ev
+        return build_evidence(self).to_json()
 
-    def report(self, file=sys.stdout, json=None, html=None, trace=None):
+    def report(self, file: Optional[TextIO] = sys.stdout, json: Any = None, html: Any = None,
+               trace: Any = None) -> Report:
         """Diagnoses what was measured. Prints the terminal summary to
         `file` (None: nothing), writes the JSON, HTML and trace files asked
         for, and returns the Report."""
@@ -399,19 +441,19 @@ class Doctor:
             r.save_trace(trace)
         return r
 
-    def detach(self):
+    def detach(self) -> None:
         """Restores the loader (dataset, transforms, collate_fn, worker_init_fn)."""
         if self.probe is not None:
             self.probe.detach()
 
-    def __enter__(self):
+    def __enter__(self) -> Doctor:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.detach()
 
 
-def system_busy_s():
+def system_busy_s() -> Optional[float]:
     """CPU seconds all cores of the machine have been busy since boot
     (/proc/stat), or None."""
     try:
@@ -423,11 +465,11 @@ def system_busy_s():
     return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_point(steps):
-    return (_NOW(), system_busy_s(), time.process_time(), steps)
+def _cpu_point(steps: int) -> CpuPoint:
+    return CpuPoint(_NOW(), system_busy_s(), time.process_time(), steps)
 
 
-def _cuda_in_use():
+def _cuda_in_use() -> bool:
     """CUDA is available and this process has initialised it."""
     try:
         import torch
@@ -436,7 +478,7 @@ def _cuda_in_use():
         return False
 
 
-def _cuda_sync():
+def _cuda_sync() -> Callable[[], None]:
     try:
         import torch
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -446,7 +488,7 @@ def _cuda_sync():
     return lambda: None
 
 
-def watch(iterable, step_fn=None, **kwargs):
+def watch(iterable: Any, step_fn: Optional[Callable[[Any], Any]] = None, **kwargs: Any) -> Watched:
     """A new Doctor watching `iterable`: `w = watch(loader); for b in w: ...;
     w.report()` (w.doctor is the Doctor; w.report() restores the loader)."""
     d = Doctor(step_fn=step_fn, **kwargs)
