@@ -24,34 +24,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
 PYTHON = "/usr/bin/python3"
-
-
-def tree_pids(root):
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return pids
-
-
-def pss_bytes(pids):
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            pass
-    return total
+sys.path.insert(0, str(ROOT))
+from bench.common import procfs  # noqa: E402
+from bench.common import results as bench_results  # noqa: E402
 
 
 def run(cmd):
@@ -64,7 +39,7 @@ def run(cmd):
     def sample():
         start = time.monotonic()
         while not done.is_set():
-            peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
+            peak[0] = max(peak[0], procfs.pss_bytes(procfs.tree_pids(proc.pid)))
             # Dense at first (short runs), then sparse: reading smaps costs CPU
             # the measured runs compete for.
             time.sleep(0.02 if time.monotonic() - start < 1.0 else 0.1)
@@ -156,11 +131,7 @@ def main():
     lines += ["", f"Python hand-over of a ready batch (numpy views -> torch tensors): {overhead:.0f} us median."]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if a.quick else ""
-    (out / f"image_pipeline{suffix}.md").write_text(text)
-    (out / f"image_pipeline{suffix}.json").write_text(json.dumps({"meta": meta, "results": table, "ratios": ratios}, indent=1))
+    bench_results.write("image_pipeline", {"meta": meta, "results": table, "ratios": ratios}, text, quick=a.quick)
 
 
 if __name__ == "__main__":
