@@ -6,7 +6,6 @@ bench/results/{image_pipeline,storage,tuner,engine,peers}.json (or their
     /usr/bin/python3 bench/summary.py [--quick]
 """
 import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -19,8 +18,8 @@ from bench.common import results as bench_results  # noqa: E402
 def load(name, quick):
     d = bench_results.load(name, quick)
     if d is None:
-        print(f"summary: {bench_results.RESULTS / bench_results.suffixed(name, quick)}.json missing (that benchmark did not run)",
-              file=sys.stderr)
+        path = bench_results.RESULTS / f"{bench_results.suffixed(name, quick)}.json"
+        print(f"summary: {path} missing (that benchmark did not run)", file=sys.stderr)
     return d
 
 
@@ -157,7 +156,6 @@ def main():
                      f"{r['unit']} | {r['note']} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    suffix = "-quick" if a.quick else ""
     bench_results.write("summary", {"meta": meta, "rows": rows}, text, quick=a.quick)
 
 

@@ -13,7 +13,6 @@ Results: bench/results/doctor.{md,json} (doctor-quick.* with --quick).
 """
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import platform
@@ -24,11 +23,9 @@ import tempfile
 import time
 
 import torch
-import torchvision.transforms as T
 from PIL import Image
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import pil_loader
 
 import feedline
 
@@ -40,8 +37,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import results as bench_results  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "python"))
-from doctor_plants import (Blurish, ColorJitterish, SetUpConnection, SlowAugment, SlowCollate,  # noqa: E402,F401
-                            SlowStorage, Sleep, tf)
+from doctor_plants import Blurish, ColorJitterish, SetUpConnection, SlowAugment, SlowCollate, SlowStorage, tf  # noqa: E402
 
 
 # -- data --------------------------------------------------------------------------

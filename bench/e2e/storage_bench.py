@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import platform
-import shutil
 import statistics
 import subprocess
 import sys

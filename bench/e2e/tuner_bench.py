@@ -29,6 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(ROOT))
 from bench.common import results as bench_results  # noqa: E402
+
 from image_bench import ensure_dataset  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
@@ -152,7 +153,7 @@ def main():
 
     meta = {"date": datetime.date.today().isoformat(), "machine": platform.machine(), "cores": cores,
             "images": a.images, "batch": a.batch, "batches": a.batches, "repeats": a.repeats}
-    lines = [f"# Autotuner vs static configurations (image train pipeline, Python loader)", "",
+    lines = ["# Autotuner vs static configurations (image train pipeline, Python loader)", "",
              f"{meta['date']}, {cores} cores, {a.images} generated images, batch {a.batch}, "
              f"{a.batches} timed batches after {a.warmup}, median of {a.repeats}.", "",
              "## Draining loop", "", "| configuration | images/s | spread |", "|---|---|---|"]

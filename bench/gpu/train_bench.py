@@ -324,12 +324,16 @@ def batch_checksum(torch, images, labels, weights):
 
 def child_checksum(cfg):
     import torch
+
     import feedline
 
     device = torch.device(cfg["device"])
     cuda = device.type == "cuda"
     n, B = cfg["checksum_batches"], cfg["checksum_batch_size"]
-    transform = lambda: feedline.transforms.imagenet_train(cfg["checksum_image_size"], dtype=torch.uint8)
+
+    def transform():
+        return feedline.transforms.imagenet_train(cfg["checksum_image_size"], dtype=torch.uint8)
+
     weights = {}
     rng = random.Random(cfg["seed"])
 
@@ -461,7 +465,9 @@ def markdown(report):
             lines.append(f"| {r['model']} | {r['loader']} | error: {r['error']} | | | | | | | | |")
             continue
         peak = r["peak_pss_bytes"] if r["peak_pss_bytes"] is not None else r["peak_rss_bytes"]
-        before = r["pss_before_loader_bytes"] if r["pss_before_loader_bytes"] is not None else r["rss_before_loader_bytes"]
+        before = r["pss_before_loader_bytes"]
+        if before is None:
+            before = r["rss_before_loader_bytes"]
         lines.append(f"| {r['model']} | {r['loader']} | {r['images_per_s']:,.0f} | {r['images_per_s_overall']:,.0f} | "
                      f"{r['starvation_pct']:.1f} | "
                      f"{r['host_wait_pct']:.1f} | {r['cpu_cores_busy']:.1f} | {r['cpu_s_per_1000_images']:.2f} | "
@@ -497,7 +503,8 @@ def markdown(report):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="ImageFolder dataset (default: generate --images into a temporary directory)")
     p.add_argument("--images", type=int, default=32768, help="images to generate when --data is not given")
     p.add_argument("--classes", type=int, default=100)
@@ -581,8 +588,13 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
     t_start = time.perf_counter()
     deadline = t_start + a.deadline_s if a.deadline_s else None
-    left = lambda: math.inf if deadline is None else deadline - time.perf_counter()
-    left_text = lambda: "" if deadline is None else f" ({left():.0f} s left)"
+
+    def left():
+        return math.inf if deadline is None else deadline - time.perf_counter()
+
+    def left_text():
+        return "" if deadline is None else f" ({left():.0f} s left)"
+
     tmp_root = None
     if a.data:
         data = pathlib.Path(a.data).resolve()
@@ -649,7 +661,8 @@ def main(argv=None):
                     ok = False
                 else:
                     print(f"train_bench:   {r['images_per_s']:,.0f} images/s, starvation {r['starvation_pct']:.1f} %, "
-                          f"{r['cpu_cores_busy']:.1f} cores busy, peak {mib(r['peak_pss_bytes'] or r['peak_rss_bytes'])}",
+                          f"{r['cpu_cores_busy']:.1f} cores busy, "
+                          f"peak {mib(r['peak_pss_bytes'] or r['peak_rss_bytes'])}",
                           flush=True)
         for r in report["runs"]:
             for key in ("torch", "torchvision", "cuda", "gpu", "gpu_memory_gib", "cudnn"):

@@ -77,7 +77,8 @@ def channel_stats(x, layout):
         s2 += (v * v).sum(axis=1)
     n = x.shape[0] * x.shape[2] * x.shape[3]
     mean = s / n
-    return mean.tolist(), np.sqrt(np.maximum(s2 / n - mean * mean, 0)).tolist(), list(np.shape(x) if layout == "NCHW" else (x.shape[0], x.shape[2], x.shape[3], 3)), str(x.dtype)
+    shape = list(np.shape(x) if layout == "NCHW" else (x.shape[0], x.shape[2], x.shape[3], 3))
+    return mean.tolist(), np.sqrt(np.maximum(s2 / n - mean * mean, 0)).tolist(), shape, str(x.dtype)
 
 
 def run(name, make, to_numpy, version):

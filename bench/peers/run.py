@@ -34,10 +34,10 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
-import envs  # noqa: E402
-
 from bench.common import procfs  # noqa: E402
 from bench.common import results as bench_results  # noqa: E402
+
+import envs  # noqa: E402
 
 ROOT = envs.ROOT
 TOLERANCE = 0.15  # absolute, per channel, on the normalised scale (std of the data ~1.1-1.3)

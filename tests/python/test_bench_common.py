@@ -10,8 +10,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from bench.common import procfs  # noqa: E402
-from bench.common import results  # noqa: E402
+from bench.common import procfs, results  # noqa: E402
 
 MIB = 2**20
 
@@ -33,9 +32,10 @@ def _finish(proc):
 @pytest.fixture
 def family():
     """A child that has a grandchild (both waiting)."""
-    grandchild = "import subprocess, sys\n" \
-                 "g = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'], stdin=subprocess.PIPE)\n" \
-                 "print(g.pid, flush=True)"
+    grandchild = ("import subprocess, sys\n"
+                  "g = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],\n"
+                  "                     stdin=subprocess.PIPE)\n"
+                  "print(g.pid, flush=True)")
     proc = subprocess.Popen([sys.executable, "-c", grandchild + "\nimport sys\nsys.stdin.read()"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     gpid = int(proc.stdout.readline())
