@@ -10,6 +10,20 @@ from feedline import _C
 STUB = pathlib.Path(__file__).resolve().parents[2] / "python" / "feedline" / "_C.pyi"
 
 
+def _class_members(node, prefix, members):
+    """Records the names a stub class declares (methods, properties,
+    attributes, nested classes) under its dotted name, nested ones too."""
+    names = set()
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.ClassDef)):
+            names.add(item.name)
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            names.add(item.target.id)
+        if isinstance(item, ast.ClassDef):
+            _class_members(item, f"{prefix}{item.name}.", members)
+    members[prefix.rstrip(".")] = names - {"__init__"}
+
+
 def _stub_names():
     tree = ast.parse(STUB.read_text())
     top, members = set(), {}
@@ -17,13 +31,7 @@ def _stub_names():
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             top.add(node.name)
         if isinstance(node, ast.ClassDef):
-            names = set()
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef):
-                    names.add(item.name)
-                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    names.add(item.target.id)
-            members[node.name] = names - {"__init__"}
+            _class_members(node, f"{node.name}.", members)
     return top, members
 
 
@@ -39,7 +47,9 @@ def test_stub_names_every_public_name_of_the_extension():
 def test_stub_names_every_member_of_each_class():
     _, members = _stub_names()
     for name, declared in members.items():
-        cls = getattr(_C, name)
+        cls = _C
+        for part in name.split("."):
+            cls = getattr(cls, part)
         if issubclass(cls, BaseException):
             assert not declared, name  # the errors add nothing to their bases
             continue
