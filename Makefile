@@ -8,6 +8,7 @@
 #   make tsan   C++ tests under ThreadSanitizer
 #   make fuzz   libFuzzer harnesses, FUZZ_SECONDS each
 #   make bench-peers  feedline vs DALI, SPDL, tf.data, Grain, torchvision... (bench/peers/)
+#   make lint   ruff and mypy over the Python (pyproject.toml; a pip venv in build/, CI)
 
 JOBS ?= $(shell nproc)
 WERROR ?= $(if $(CI),ON,OFF)
@@ -19,7 +20,7 @@ PYTHON := /usr/bin/python3
 BUILD_ASAN := build-asan
 BUILD_TSAN := build-tsan
 
-.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench bench-peers asan tsan fuzz format clean
+.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench bench-peers lint asan tsan fuzz format clean
 
 all: build
 
@@ -125,6 +126,25 @@ PEERS_PYTHON ?= python3
 PEERS_FLAGS ?=
 bench-peers: deps
 	$(PEERS_PYTHON) bench/peers/run.py $(PEERS_FLAGS)
+
+# Python lint and type checks: ruff (python, bench, tests) and mypy (the
+# package; its public API fully annotated), both configured in pyproject.toml,
+# from a venv of the python3 on PATH with the pinned versions. mypy checks
+# against the real torch of make test-torch2 (its pin), installed without its
+# dependencies: type checking needs its Python files, not the ~3 GB of CUDA
+# libraries (a 1.4 GB venv, made in about a minute).
+VENV_LINT := $(BUILD)/venv-lint
+
+$(VENV_LINT)/.installed: scripts/requirements-lint.txt scripts/requirements-torch2.txt
+	rm -rf $(VENV_LINT)
+	$(HOST_PYTHON) -m venv $(VENV_LINT)
+	$(VENV_LINT)/bin/pip install -q -r scripts/requirements-lint.txt
+	$(VENV_LINT)/bin/pip install -q --no-deps $$(grep -E '^torch==' scripts/requirements-torch2.txt)
+	touch $@
+
+lint: $(VENV_LINT)/.installed
+	$(VENV_LINT)/bin/ruff check python bench tests
+	$(VENV_LINT)/bin/mypy
 
 # Sanitizer builds use clang: its TSan is the reference implementation and
 # -Wthread-safety checks our lock annotations in the same build.

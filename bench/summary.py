@@ -6,20 +6,21 @@ bench/results/{image_pipeline,storage,tuner,engine,peers}.json (or their
     /usr/bin/python3 bench/summary.py [--quick]
 """
 import argparse
-import json
 import pathlib
 import statistics
 import sys
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.common import results as bench_results  # noqa: E402
 
 
 def load(name, quick):
-    path = RESULTS / f"{name}{'-quick' if quick else ''}.json"
-    if not path.exists():
+    d = bench_results.load(name, quick)
+    if d is None:
+        path = bench_results.RESULTS / f"{bench_results.suffixed(name, quick)}.json"
         print(f"summary: {path} missing (that benchmark did not run)", file=sys.stderr)
-        return None
-    return json.loads(path.read_text())
+    return d
 
 
 def row(rows, what, feedline, peer=None, ratio=None, spread="", unit="", note=""):
@@ -155,9 +156,7 @@ def main():
                      f"{r['unit']} | {r['note']} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    suffix = "-quick" if a.quick else ""
-    (RESULTS / f"summary{suffix}.md").write_text(text)
-    (RESULTS / f"summary{suffix}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    bench_results.write("summary", {"meta": meta, "rows": rows}, text, quick=a.quick)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Results: bench/results/doctor.{md,json} (doctor-quick.* with --quick).
 """
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import platform
@@ -24,11 +23,9 @@ import tempfile
 import time
 
 import torch
-import torchvision.transforms as T
 from PIL import Image
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import pil_loader
 
 import feedline
 
@@ -36,9 +33,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
 
 
+sys.path.insert(0, str(ROOT))
+from bench.common import results as bench_results  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "tests" / "python"))
-from doctor_plants import (Blurish, ColorJitterish, SetUpConnection, SlowAugment, SlowCollate,  # noqa: E402,F401
-                            SlowStorage, Sleep, tf)
+from doctor_plants import Blurish, ColorJitterish, SetUpConnection, SlowAugment, SlowCollate, SlowStorage, tf  # noqa: E402
 
 
 # -- data --------------------------------------------------------------------------
@@ -241,9 +240,7 @@ def main():
         lines.append(f"| {name} | {r['named_first']}/{r['repeats']} | {before:.0f} | {fmt(r['predicted'])} | "
                      f"{fmt(r['measured'])} | {fmt(r['error_median'] and 100 * r['error_median'], '{:+.0f}%')} | "
                      f"{fmt(r['error_max_abs'] and 100 * r['error_max_abs'], '{:.0f}%')} |")
-    out = ROOT / "bench" / "results" / f"doctor{'-quick' if a.quick else ''}"
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    bench_results.write("doctor", {"meta": meta, "results": results}, "\n".join(lines) + "\n", quick=a.quick)
     print("\n".join(lines))
 
 

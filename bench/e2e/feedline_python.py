@@ -32,7 +32,7 @@ def main():
     # the next; a Python loop holds one, hence prefetch_batches=3 (4 buffers).
     loader = feedline.Loader(a.data, batch_size=a.batch, transform=transform, shuffle=a.recipe == "train",
                              seed=1, drop_last=True, num_threads=a.threads, prefetch_batches=3)
-    got, images, first_batch_s, step_overhead = 0, 0, 0.0, []
+    got, images, first_batch_s = 0, 0, 0.0
     t0 = cpu0 = None
     while got < a.warmup + a.batches:
         it = iter(loader)

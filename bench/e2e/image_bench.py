@@ -24,34 +24,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
 PYTHON = "/usr/bin/python3"
-
-
-def tree_pids(root):
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return pids
-
-
-def pss_bytes(pids):
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            pass
-    return total
+sys.path.insert(0, str(ROOT))
+from bench.common import procfs  # noqa: E402
+from bench.common import results as bench_results  # noqa: E402
 
 
 def run(cmd):
@@ -64,7 +39,7 @@ def run(cmd):
     def sample():
         start = time.monotonic()
         while not done.is_set():
-            peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
+            peak[0] = max(peak[0], procfs.pss_bytes(procfs.tree_pids(proc.pid)))
             # Dense at first (short runs), then sparse: reading smaps costs CPU
             # the measured runs compete for.
             time.sleep(0.02 if time.monotonic() - start < 1.0 else 0.1)
@@ -112,7 +87,8 @@ def main():
     # buffers) and the peer's worker start-up.
     common = ["--batch", str(batch), "--batches", str(a.batches), "--warmup", "1" if a.quick else "3"]
     configs = {
-        "train/feedline": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "train", "--threads", str(cores)] + common,
+        "train/feedline": [FEEDLINE, "bench-pipeline", str(data), "--recipe", "train",
+                           "--threads", str(cores)] + common,
         "train/feedline-python": [PYTHON, str(ROOT / "bench/e2e/feedline_python.py"), "--data", str(data),
                                   "--recipe", "train", "--threads", str(cores)] + common,
         "train/torch": [PYTHON, str(ROOT / "bench/e2e/torch_peer.py"), "--data", str(data), "--recipe", "train",
@@ -126,24 +102,29 @@ def main():
                               "--images", str(min(a.images, 1500))],
     }
     results = {}
-    for rep in range(a.repeats):
+    for _rep in range(a.repeats):
         for name, cmd in configs.items():  # interleaved, so drift hits all alike
             results.setdefault(name, []).append(run(cmd))
     table = {name: summarize(name, runs) for name, runs in results.items()}
+
+    def ratio(num, den, key):
+        return table[num][key] / table[den][key]
+
     ratios = {
-        "train: feedline / torch images/s": table["train/feedline"]["images_per_s"] / table["train/torch"]["images_per_s"],
-        "eval: feedline / torch images/s": table["eval/feedline"]["images_per_s"] / table["eval/torch"]["images_per_s"],
-        "train: torch / feedline CPU per image": table["train/torch"]["cpu_s_per_1000"] / table["train/feedline"]["cpu_s_per_1000"],
-        "train: torch / feedline peak memory": table["train/torch"]["peak_mib"] / table["train/feedline"]["peak_mib"],
+        "train: feedline / torch images/s": ratio("train/feedline", "train/torch", "images_per_s"),
+        "eval: feedline / torch images/s": ratio("eval/feedline", "eval/torch", "images_per_s"),
+        "train: torch / feedline CPU per image": ratio("train/torch", "train/feedline", "cpu_s_per_1000"),
+        "train: torch / feedline peak memory": ratio("train/torch", "train/feedline", "peak_mib"),
         "train: torch / feedline-python peak memory (both processes import torch)":
-            table["train/torch"]["peak_mib"] / table["train/feedline-python"]["peak_mib"],
-        "train: feedline Python / C++ images/s": table["train/feedline-python"]["images_per_s"] / table["train/feedline"]["images_per_s"],
-        "1 core: feedline train / full decode images/s": table["1core/feedline-train"]["images_per_s"] / table["1core/full-decode"]["images_per_s"],
+            ratio("train/torch", "train/feedline-python", "peak_mib"),
+        "train: feedline Python / C++ images/s": ratio("train/feedline-python", "train/feedline", "images_per_s"),
+        "1 core: feedline train / full decode images/s":
+            ratio("1core/feedline-train", "1core/full-decode", "images_per_s"),
     }
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
             "dataset": f"{a.images} generated ImageNet-like images ({data.name})", "batch": batch,
             "repeats": a.repeats, "python": sys.version.split()[0]}
-    lines = [f"# Image pipelines: feedline vs torch DataLoader + torchvision",
+    lines = ["# Image pipelines: feedline vs torch DataLoader + torchvision",
              "", f"{meta['date']}, {meta['machine']}, {meta['dataset']}, batch {batch}, "
              f"median of {a.repeats} (spread min-max).", "",
              "| configuration | images/s | spread | CPU-s / 1000 images | peak memory (PSS) | first batch |",
@@ -156,11 +137,7 @@ def main():
     lines += ["", f"Python hand-over of a ready batch (numpy views -> torch tensors): {overhead:.0f} us median."]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if a.quick else ""
-    (out / f"image_pipeline{suffix}.md").write_text(text)
-    (out / f"image_pipeline{suffix}.json").write_text(json.dumps({"meta": meta, "results": table, "ratios": ratios}, indent=1))
+    bench_results.write("image_pipeline", {"meta": meta, "results": table, "ratios": ratios}, text, quick=a.quick)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,16 @@ import json
 import os
 import pathlib
 import platform
-import shutil
 import statistics
 import subprocess
+import sys
 import tarfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from bench.common import results as bench_results  # noqa: E402
+
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
 
 
@@ -99,12 +102,8 @@ def main():
     lines += ["", "| ratio | value |", "|---|---|"] + [f"| {k} | {v:.2f}x |" for k, v in ratios.items()]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if a.quick else ""
-    (out / f"storage{suffix}.md").write_text(text)
-    (out / f"storage{suffix}.json").write_text(json.dumps(
-        {"meta": meta, "pack_mb_per_s": pack_rates, "rows": rows, "ratios": ratios}, indent=1))
+    bench_results.write("storage", {"meta": meta, "pack_mb_per_s": pack_rates, "rows": rows, "ratios": ratios}, text,
+                  quick=a.quick)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ do not count against the peer.
 import argparse
 import json
 import os
+import pathlib
+import sys
 import time
 
 import torch
@@ -17,19 +19,8 @@ from torchvision.datasets import ImageFolder
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pids):
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-        except FileNotFoundError:
-            pass
-    return total
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from bench.common.procfs import cpu_seconds  # noqa: E402
 
 
 def main():

@@ -27,6 +27,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+sys.path.insert(0, str(ROOT))
+from bench.common import results as bench_results  # noqa: E402
+
 from image_bench import ensure_dataset  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
@@ -150,7 +153,7 @@ def main():
 
     meta = {"date": datetime.date.today().isoformat(), "machine": platform.machine(), "cores": cores,
             "images": a.images, "batch": a.batch, "batches": a.batches, "repeats": a.repeats}
-    lines = [f"# Autotuner vs static configurations (image train pipeline, Python loader)", "",
+    lines = ["# Autotuner vs static configurations (image train pipeline, Python loader)", "",
              f"{meta['date']}, {cores} cores, {a.images} generated images, batch {a.batch}, "
              f"{a.batches} timed batches after {a.warmup}, median of {a.repeats}.", "",
              "## Draining loop", "", "| configuration | images/s | spread |", "|---|---|---|"]
@@ -172,15 +175,11 @@ def main():
     lines += [f"    {line}" for line in bound["tuned"][0]["tuner_log"]]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if a.quick else ""
-    (out / f"tuner{suffix}.md").write_text(text)
-    (out / f"tuner{suffix}.json").write_text(json.dumps(
-        {"meta": meta, "drain": drain, "bound": bound,
-         "summary": {"tuned_over_best_static": ratio, "best_static": best_static, "threads_needed": needed,
-                     "tuned_threads": tuned_threads, "tuned_starvation": starve["tuned"],
-                     "wakeup_floor": floor}}, indent=1))
+    bench_results.write("tuner", {"meta": meta, "drain": drain, "bound": bound,
+                            "summary": {"tuned_over_best_static": ratio, "best_static": best_static,
+                                        "threads_needed": needed, "tuned_threads": tuned_threads,
+                                        "tuned_starvation": starve["tuned"], "wakeup_floor": floor}},
+                  text, quick=a.quick)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,10 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TICKS = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(ROOT))
+from bench.common import procfs  # noqa: E402
+from bench.common import results as bench_results  # noqa: E402
+
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 RESULT_PREFIX = "TRAIN_BENCH_RESULT "
@@ -75,75 +78,10 @@ def cores():
         return os.cpu_count() or 1
 
 
-# --- /proc: the process tree, its CPU time and memory -------------------------
-
-def _stat_fields(path):
-    with open(path) as f:
-        return f.read().rsplit(")", 1)[1].split()  # fields from 3 (state) on
-
-
-def process_tree(root):
-    """root and all its descendants (a scan of /proc: works without
-    /proc/PID/task/TID/children)."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            ppid = int(_stat_fields(f"/proc/{name}/stat")[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        todo.extend(children.get(pid, []))
-    return pids
-
-
-def cpu_seconds(pids):
-    """utime + stime of the processes (all their threads)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            f = _stat_fields(f"/proc/{pid}/stat")
-            total += (int(f[11]) + int(f[12])) / TICKS
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
+# --- /proc: the process tree, its CPU time and memory (bench/common/procfs.py)
 
 def thread_cpu_seconds(pid, tid):
-    try:
-        f = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
-        return (int(f[11]) + int(f[12])) / TICKS
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def memory_bytes(pids):
-    """(PSS or None where smaps_rollup is missing, RSS) summed over pids."""
-    pss, rss, pss_ok = 0, 0, True
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        rss += int(line.split()[1]) * 1024
-                        break
-        except OSError:
-            continue
-        if pss_ok:
-            try:
-                with open(f"/proc/{pid}/smaps_rollup") as f:
-                    for line in f:
-                        if line.startswith("Pss:"):
-                            pss += int(line.split()[1]) * 1024
-                            break
-            except OSError:
-                pss_ok = False
-    return (pss if pss_ok else None), rss
+    return procfs.process_cpu_seconds(pid, tid) or 0.0
 
 
 class MemorySampler(threading.Thread):
@@ -161,7 +99,7 @@ class MemorySampler(threading.Thread):
             self._halt.wait(self.interval)
 
     def sample(self):
-        pss, rss = memory_bytes(process_tree(self.pid))
+        pss, rss = procfs.memory_bytes(procfs.tree_pids(self.pid))
         if pss is not None:
             self.peak_pss = max(self.peak_pss or 0, pss)
         self.peak_rss = max(self.peak_rss, rss)
@@ -244,7 +182,7 @@ def child_train(cfg):
     amp = cfg["amp"] == "bf16"
     B, size, workers = cfg["batch_size"], cfg["image_size"], cfg["workers"]
     pid = os.getpid()
-    mem_before_loader = memory_bytes(process_tree(pid))
+    mem_before_loader = procfs.memory_bytes(procfs.tree_pids(pid))
 
     t_create = time.perf_counter()
     on_device = False
@@ -283,7 +221,7 @@ def child_train(cfg):
                 torch.cuda.synchronize(device)
             edges.append(time.perf_counter())
             if m == 0:
-                cpu0, main0 = cpu_seconds(process_tree(pid)), thread_cpu_seconds(pid, pid)
+                cpu0, main0 = procfs.cpu_seconds(procfs.tree_pids(pid)), thread_cpu_seconds(pid, pid)
         t0 = time.perf_counter()
         images, labels = next(it)
         if not on_device and cuda:
@@ -310,9 +248,9 @@ def child_train(cfg):
     if cuda:
         torch.cuda.synchronize(device)
     edges.append(time.perf_counter())
-    cpu = cpu_seconds(process_tree(pid)) - cpu0
+    cpu = procfs.cpu_seconds(procfs.tree_pids(pid)) - cpu0
     main_cpu = thread_cpu_seconds(pid, pid) - main0
-    workers_alive = len(process_tree(pid)) - 1
+    workers_alive = len(procfs.tree_pids(pid)) - 1
 
     walls = [b - a for a, b in zip(edges, edges[1:])]
     win_steps = [min(window, steps - i * window) for i in range(len(walls))]
@@ -386,12 +324,16 @@ def batch_checksum(torch, images, labels, weights):
 
 def child_checksum(cfg):
     import torch
+
     import feedline
 
     device = torch.device(cfg["device"])
     cuda = device.type == "cuda"
     n, B = cfg["checksum_batches"], cfg["checksum_batch_size"]
-    transform = lambda: feedline.transforms.imagenet_train(cfg["checksum_image_size"], dtype=torch.uint8)
+
+    def transform():
+        return feedline.transforms.imagenet_train(cfg["checksum_image_size"], dtype=torch.uint8)
+
     weights = {}
     rng = random.Random(cfg["seed"])
 
@@ -477,7 +419,7 @@ def run_child(kind, cfg, timeout):
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        for pid in reversed(process_tree(proc.pid)):
+        for pid in reversed(procfs.tree_pids(proc.pid)):
             try:
                 os.kill(pid, 9)
             except OSError:
@@ -523,7 +465,9 @@ def markdown(report):
             lines.append(f"| {r['model']} | {r['loader']} | error: {r['error']} | | | | | | | | |")
             continue
         peak = r["peak_pss_bytes"] if r["peak_pss_bytes"] is not None else r["peak_rss_bytes"]
-        before = r["pss_before_loader_bytes"] if r["pss_before_loader_bytes"] is not None else r["rss_before_loader_bytes"]
+        before = r["pss_before_loader_bytes"]
+        if before is None:
+            before = r["rss_before_loader_bytes"]
         lines.append(f"| {r['model']} | {r['loader']} | {r['images_per_s']:,.0f} | {r['images_per_s_overall']:,.0f} | "
                      f"{r['starvation_pct']:.1f} | "
                      f"{r['host_wait_pct']:.1f} | {r['cpu_cores_busy']:.1f} | {r['cpu_s_per_1000_images']:.2f} | "
@@ -559,7 +503,8 @@ def markdown(report):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="ImageFolder dataset (default: generate --images into a temporary directory)")
     p.add_argument("--images", type=int, default=32768, help="images to generate when --data is not given")
     p.add_argument("--classes", type=int, default=100)
@@ -643,8 +588,13 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
     t_start = time.perf_counter()
     deadline = t_start + a.deadline_s if a.deadline_s else None
-    left = lambda: math.inf if deadline is None else deadline - time.perf_counter()
-    left_text = lambda: "" if deadline is None else f" ({left():.0f} s left)"
+
+    def left():
+        return math.inf if deadline is None else deadline - time.perf_counter()
+
+    def left_text():
+        return "" if deadline is None else f" ({left():.0f} s left)"
+
     tmp_root = None
     if a.data:
         data = pathlib.Path(a.data).resolve()
@@ -711,7 +661,8 @@ def main(argv=None):
                     ok = False
                 else:
                     print(f"train_bench:   {r['images_per_s']:,.0f} images/s, starvation {r['starvation_pct']:.1f} %, "
-                          f"{r['cpu_cores_busy']:.1f} cores busy, peak {mib(r['peak_pss_bytes'] or r['peak_rss_bytes'])}",
+                          f"{r['cpu_cores_busy']:.1f} cores busy, "
+                          f"peak {mib(r['peak_pss_bytes'] or r['peak_rss_bytes'])}",
                           flush=True)
         for r in report["runs"]:
             for key in ("torch", "torchvision", "cuda", "gpu", "gpu_memory_gib", "cudnn"):
@@ -751,9 +702,7 @@ def main(argv=None):
             out_dirs.append(pathlib.Path(os.environ["OUT"]))
         text = markdown(report)
         for d in out_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            (d / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
-            (d / f"{name}.md").write_text(text)
+            bench_results.write(name, report, text, out_dir=d)
         print(text)
         print(f"train_bench: wrote {out_dirs[0] / name}.{{json,md}} in {report['total_s']} s", flush=True)
         if tmp_root is not None:

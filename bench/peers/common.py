@@ -12,20 +12,24 @@ normalised) with its layout ("NCHW" or "NHWC"). The loop here:
     below it (utime + stime from /proc: all threads and workers);
   * the sanity statistics (per-channel mean and std, shape, dtype) from the
     first batch (and `--stats-batches` - 1 after the window), outside it.
-Only numpy and the standard library here: every peer's environment has them.
+Only numpy and the standard library here (and in bench/common, imported by
+path): every peer's environment has them.
 """
 import argparse
 import json
 import os
+import pathlib
 import sys
 import time
 
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from bench.common.procfs import CpuClock  # noqa: E402
+
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 EXTENSIONS = (".jpg", ".jpeg", ".png")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def parse_args():
@@ -59,40 +63,6 @@ def image_folder(root):
     return files, labels
 
 
-def tree_pids(root):
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return pids
-
-
-class CpuClock:
-    """CPU seconds (utime + stime) of this process and every process below
-    it. Each process's last reading is kept, so a worker that exits (or is
-    replaced) does not make the sum go backwards; sample() between batches
-    keeps those readings fresh."""
-
-    def __init__(self):
-        self.seen = {}
-
-    def sample(self):
-        for pid in tree_pids(os.getpid()):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                self.seen[pid] = (int(fields[11]) + int(fields[12])) / TICKS
-            except (FileNotFoundError, ProcessLookupError):
-                pass
-        return sum(self.seen.values())
-
-
 def channel_stats(x, layout):
     """Per-channel mean and std, image by image in float64 (no batch-sized
     temporaries, which would show in the peak memory)."""
@@ -107,7 +77,8 @@ def channel_stats(x, layout):
         s2 += (v * v).sum(axis=1)
     n = x.shape[0] * x.shape[2] * x.shape[3]
     mean = s / n
-    return mean.tolist(), np.sqrt(np.maximum(s2 / n - mean * mean, 0)).tolist(), list(np.shape(x) if layout == "NCHW" else (x.shape[0], x.shape[2], x.shape[3], 3)), str(x.dtype)
+    shape = list(np.shape(x) if layout == "NCHW" else (x.shape[0], x.shape[2], x.shape[3], 3))
+    return mean.tolist(), np.sqrt(np.maximum(s2 / n - mean * mean, 0)).tolist(), shape, str(x.dtype)
 
 
 def run(name, make, to_numpy, version):

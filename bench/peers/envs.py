@@ -108,7 +108,8 @@ def setup(name, retry_failed=False, log=print):
     p = subprocess.run(cmd, capture_output=True, text=True, env=pip_env(name))
     (OUT / f"pip-{name}.log").write_text(p.stdout + p.stderr)
     ok = p.returncode == 0
-    error = "" if ok else f"`pip install -r bench/peers/requirements-{name}.txt` exit {p.returncode}:\n" + pip_error(p.stdout + p.stderr)
+    error = "" if ok else (f"`pip install -r bench/peers/requirements-{name}.txt` exit {p.returncode}:\n" +
+                           pip_error(p.stdout + p.stderr))
     if ok and name in BASE:
         (site_packages(name) / f"zz-base-{BASE[name]}.pth").write_text(str(site_packages(BASE[name])) + "\n")
     if ok and name == "torch":

@@ -4,8 +4,9 @@
 import os
 import sys
 
-import feedline
 import torch
+
+import feedline
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402

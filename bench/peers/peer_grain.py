@@ -68,5 +68,6 @@ def to_numpy(batch):
 
 if __name__ == "__main__":
     from importlib.metadata import version
+
     import PIL
     common.run("grain", make, to_numpy, f"grain {version('grain')}, Pillow {PIL.__version__}")

@@ -25,7 +25,7 @@ def make(a, files, labels):
     rng = np.random.default_rng(a.seed)
 
     def indices():
-        for epoch in itertools.count():
+        for _epoch in itertools.count():
             order = rng.permutation(len(files)) if a.recipe == "train" else range(len(files))
             for i in order:
                 yield int(i), int(rng.integers(1 << 62))

@@ -16,7 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
-
 def train_image(data, seed):
     def window(shape):
         begin, size, _ = tf.image.sample_distorted_bounding_box(

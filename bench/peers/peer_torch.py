@@ -14,7 +14,6 @@ pillow-simd environment, where `import PIL` finds pillow-simd.
 import os
 import sys
 
-import numpy as np
 import torch
 import torchvision
 from torch.utils.data import DataLoader, Dataset

@@ -33,6 +33,10 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
+from bench.common import procfs  # noqa: E402
+from bench.common import results as bench_results  # noqa: E402
+
 import envs  # noqa: E402
 
 ROOT = envs.ROOT
@@ -51,34 +55,6 @@ PEERS = {
     "grain": ("grain", "peer_grain.py", {}),
 }
 REFERENCE = "torch-pil"
-
-
-def tree_pids(root):
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return pids
-
-
-def pss_bytes(pids):
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            pass
-    return total
 
 
 def one_line_reason(text):
@@ -109,7 +85,7 @@ def run_peer(name, data, recipe, a):
         def sample():
             start = time.monotonic()
             while not done.is_set():
-                peak[0] = max(peak[0], pss_bytes(tree_pids(proc.pid)))
+                peak[0] = max(peak[0], procfs.pss_bytes(procfs.tree_pids(proc.pid)))
                 time.sleep(0.05 if time.monotonic() - start < 2.0 else 0.2)
 
         t = threading.Thread(target=sample, daemon=True)
@@ -233,8 +209,7 @@ def main():
                     st = statuses[PEERS[n][0]]
                     table[n] = {"error": st["error"], "not_installed": True}
             results[key] = table
-    with open("/proc/meminfo") as f:
-        mem_gib = int(f.readline().split()[1]) / 2**20
+    mem_gib = procfs.meminfo()["MemTotal"] / 2**30
     load = os.getloadavg()
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {a.cores} cores "
             f"({os.cpu_count()} online), {mem_gib:.0f} GiB", "load_average_at_end": [round(x, 2) for x in load],
@@ -247,11 +222,7 @@ def main():
             "env_setup_s": {e: s.get("seconds") for e, s in statuses.items()}}
     text = render(results, meta, names)
     print(text)
-    res = ROOT / "bench" / "results"
-    res.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if a.quick else ""
-    (res / f"peers{suffix}.md").write_text(text)
-    (res / f"peers{suffix}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    bench_results.write("peers", {"meta": meta, "results": results}, text, quick=a.quick)
     if problems:
         print("problems:\n  " + "\n  ".join(problems))
     # CI (quick): a peer that installed but does not run, or gives output of

@@ -17,17 +17,21 @@ identical for any thread count and resumable mid-epoch.
 feedline.doctor measures any training loop (this loader, a torch DataLoader,
 any iterable) and says how starved it is, why, and what to change.
 """
-from . import _C
+import typing as _typing
+
+from . import _C as _C  # the binding module: feedline._C
 from . import transforms
-from ._C import (CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError,
-                 TimeoutError)
+from ._C import CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError, TimeoutError
 from .loader import Batch, Loader, RecordLoader
+
+if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for first use (__getattr__)
+    from . import doctor as doctor
 
 __all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
            "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> "_typing.Any":
     # feedline.doctor is imported on first use: importing feedline stays as
     # light as it was, and the loader works where the doctor is not installed.
     if name == "doctor":
@@ -36,5 +40,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> "_typing.List[str]":
     return sorted(set(globals()) | {"doctor"})

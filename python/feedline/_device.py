@@ -9,15 +9,21 @@ waits on the copy's event before the batch is handed out. The host batch
 (and so its buffer) is kept until that event has completed: only then can
 the engine refill the buffer (docs/python.md, "Device path").
 """
+from __future__ import annotations
+
 import collections
 import ctypes
+from typing import TYPE_CHECKING, Any, Deque, Dict, Tuple, Union
 
 import torch
+
+if TYPE_CHECKING:
+    from .loader import Batch
 
 _CUDA_HOST_REGISTER_PORTABLE = 1  # pinned for every CUDA context, not just the current one
 
 
-def _clear_cuda_error():
+def _clear_cuda_error() -> None:
     """A failed cudaHostRegister leaves cudart's last error set, and torch's
     next launch check would report it against an unrelated kernel: read it
     off through the libcudart this process already loaded."""
@@ -36,7 +42,7 @@ class DeviceFeeder:
     Not thread-safe: used by one Loader iterator at a time.
     """
 
-    def __init__(self, device):
+    def __init__(self, device: Union[str, int, torch.device]) -> None:
         self.device = torch.device(device)
         if self.device.type != "cuda":
             raise ValueError(f"device must be a CUDA device or None, got {device!r}")
@@ -47,14 +53,14 @@ class DeviceFeeder:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.stream = torch.cuda.Stream(self.device)
         self._cudart = torch.cuda.cudart()
-        self._registered = {}  # buffer address -> bytes, pinned by us
-        self._pending = collections.deque()  # (host Batch, copy-done event), oldest first
+        self._registered: Dict[int, int] = {}  # buffer address -> bytes, pinned by us
+        self._pending: Deque[Tuple[Batch, Any]] = collections.deque()  # (host Batch, copy-done event), oldest first
         self.pinned = 0      # buffers pinned in place
         self.unpinned = 0    # buffers registration failed for (copies then go synchronously)
         self.copies = 0
         self.copy_bytes = 0
 
-    def _pin(self, address, size):
+    def _pin(self, address: int, size: int) -> None:
         if address in self._registered or size == 0:
             return
         register = getattr(self._cudart, "cudaHostRegister", None)
@@ -72,7 +78,7 @@ class DeviceFeeder:
         else:
             self.unpinned += 1
 
-    def submit(self, host_batch, buffer):
+    def submit(self, host_batch: Batch, buffer: Tuple[int, int]) -> Tuple[Batch, Any]:
         """Issues the copy of `host_batch` (a loader.Batch whose fields are
         CPU tensors in the buffer (address, size)) and returns the device
         Batch; its tensors may be used only after ready()."""
@@ -88,7 +94,7 @@ class DeviceFeeder:
         self._pending.append((host_batch, event))
         return host_batch.with_fields(fields), event
 
-    def ready(self, device_batch, event):
+    def ready(self, device_batch: Batch, event: Any) -> Batch:
         """Makes the current stream wait for the batch's copy; marks its
         tensors as used there so the caching allocator does not hand their
         memory to the side stream early."""
@@ -98,7 +104,7 @@ class DeviceFeeder:
             t.record_stream(current)
         return device_batch
 
-    def retire(self, keep):
+    def retire(self, keep: int) -> None:
         """Releases host batches whose copies are done; waits for the oldest
         ones until at most `keep` are pending. A buffer goes back to the ring
         only after its copy has completed."""
@@ -106,7 +112,7 @@ class DeviceFeeder:
             _, event = self._pending.popleft()
             event.synchronize()
 
-    def close(self):
+    def close(self) -> None:
         """Waits for every copy, releases the host batches and unpins the
         buffers (which must still be alive: the loader closes after this)."""
         self.stream.synchronize()
@@ -118,7 +124,7 @@ class DeviceFeeder:
                     unregister(address)
         self._registered.clear()
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         return {"device": str(self.device), "buffers_pinned": self.pinned,
                 "buffers_unpinned": self.unpinned, "copies": self.copies,
                 "copy_bytes": self.copy_bytes, "copies_in_flight": len(self._pending)}

@@ -9,10 +9,13 @@ autocast, channels_last). Without one it is a SIMULATED accelerator: the
 loop is held for the time an accelerator consuming --rate images/s would
 take per batch (time.sleep: it uses no CPU, as a GPU step would not).
 """
+from __future__ import annotations
+
 import argparse
 import os
 import sys
 import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -22,22 +25,25 @@ from feedline import doctor as fdoctor
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def make_step(batch_size, rate, device):
+Step = Callable[[Any], None]
+
+
+def make_step(batch_size: int, rate: float, device: Optional[torch.device]) -> Tuple[Step, str]:
     """The training step, and a line that says what it is."""
     if device is None:
         seconds = batch_size / rate
 
-        def step(batch):
+        def simulated_step(batch: Any) -> None:
             time.sleep(seconds)
 
-        return step, (f"SIMULATED accelerator (no GPU here): consumes {rate:.0f} images/s, "
+        return simulated_step, (f"SIMULATED accelerator (no GPU here): consumes {rate:.0f} images/s, "
                       f"so each step holds the loop {1e3 * seconds:.1f} ms")
     import torchvision
     model = torchvision.models.resnet18(num_classes=1000).to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    def step(batch):
+    def step(batch: Tuple[torch.Tensor, torch.Tensor]) -> None:
         images, labels = batch
         images = images.to(device, non_blocking=True).to(memory_format=torch.channels_last)
         labels = labels.to(device, non_blocking=True)
@@ -50,7 +56,7 @@ def make_step(batch_size, rate, device):
     return step, f"ResNet-18 on {torch.cuda.get_device_name(device)} (bf16 autocast, channels_last)"
 
 
-def torch_loader(data, batch_size, workers, pin):
+def torch_loader(data: str, batch_size: int, workers: int, pin: bool) -> Any:
     import torchvision
     from torchvision import transforms as T
     ds = torchvision.datasets.ImageFolder(data, T.Compose([
@@ -59,7 +65,7 @@ def torch_loader(data, batch_size, workers, pin):
                                        pin_memory=pin, drop_last=True)
 
 
-def train(name, loader, step, epochs, out):
+def train(name: str, loader: Iterable[Any], step: Step, epochs: int, out: str) -> Dict[str, Any]:
     doc = fdoctor.Doctor()
     t0 = time.perf_counter()
     for _ in range(epochs):
@@ -82,7 +88,7 @@ def train(name, loader, step, epochs, out):
     return {"rate": rate, "starvation": loop["starvation"], "top": top}
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="an ImageFolder tree (the torch run reads it)")
     ap.add_argument("--shards", help="the same images packed with `feedline pack` (the feedline run reads "

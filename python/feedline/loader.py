@@ -1,7 +1,9 @@
 """feedline.Loader: the PyTorch-facing loader."""
+from __future__ import annotations
+
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NoReturn, Optional, SupportsIndex, Tuple, TypeVar, Union
 
 import numpy as np
 import torch
@@ -9,10 +11,19 @@ import torch
 from . import _C
 from . import transforms as _transforms
 
+if TYPE_CHECKING:
+    from ._device import DeviceFeeder
+
 _STATE_VERSION = 1
 
+# What Loader accepts as a source: a path (str, bytes or os.PathLike) or an http(s):// URL.
+Source = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+# What Loader accepts as a device: None (host memory), "cuda", "cuda:1", an index or a torch.device.
+Device = Union[str, int, "torch.device", None]
+_LoaderT = TypeVar("_LoaderT", bound="Loader")
 
-def _distributed_rank_world():
+
+def _distributed_rank_world() -> Tuple[int, int]:
     """Rank and world size: from an initialised process group, else from the
     RANK / WORLD_SIZE environment variables (torchrun's), else 0 and 1."""
     import torch.distributed as dist
@@ -23,7 +34,7 @@ def _distributed_rank_world():
     return 0, 1
 
 
-def _tensor(array, dtype_name):
+def _tensor(array: np.ndarray, dtype_name: str) -> torch.Tensor:
     t = torch.from_numpy(array)  # shares the batch buffer: no copy
     if dtype_name == "bfloat16":
         t = t.view(torch.bfloat16)  # carried as int16 through numpy
@@ -41,10 +52,10 @@ class Batch:
     num_padding: int = 0
     skipped: List[str] = field(default_factory=list)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.sample_ids)
 
-    def with_fields(self, fields):
+    def with_fields(self, fields: Dict[str, torch.Tensor]) -> Batch:
         """The same batch with other tensors (e.g. copies on a device)."""
         return Batch(fields, self.sample_ids, self.epoch, self.index, self.num_padding, self.skipped)
 
@@ -111,11 +122,14 @@ class Loader:
     backpressure, within prefetch_batches).
     """
 
-    def __init__(self, source, batch_size=256, transform=None, shuffle=False, seed=0, drop_last=False,
-                 num_threads="auto", prefetch_batches="auto", ram_budget=None, max_errors=0, timeout=0.0,
-                 rank=None, world_size=None, elastic=False, http_timeout=10.0, http_retries=3,
-                 read_ahead_bytes=None, read_ahead_threads=8, device=None, cpu_budget=None,
-                 max_bytes=None, skip_hidden_dirs=False, _raw_max_bytes=0):
+    def __init__(self, source: Source, batch_size: int = 256, transform: Optional[_C.ImageTransform] = None,
+                 shuffle: bool = False, seed: int = 0, drop_last: bool = False,
+                 num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
+                 ram_budget: Optional[int] = None, max_errors: int = 0, timeout: float = 0.0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None, elastic: bool = False,
+                 http_timeout: float = 10.0, http_retries: int = 3, read_ahead_bytes: Optional[int] = None,
+                 read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
+                 max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, _raw_max_bytes: int = 0) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -145,7 +159,7 @@ class Loader:
         if ram_budget is not None and int(ram_budget) < 1:
             raise ValueError(f"ram_budget must be a positive number of bytes or None (auto), got {ram_budget}")
         o.max_bytes = 0 if ram_budget is None else int(ram_budget)
-        self._feeder = None
+        self._feeder: Optional[DeviceFeeder] = None
         if device is not None and torch.device(device).type != "cpu":
             from ._device import DeviceFeeder
             self._feeder = DeviceFeeder(device)
@@ -182,23 +196,23 @@ class Loader:
         else:
             spec.transform = self.transform
         self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
-        self._samples = None
+        self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
         self._mid_epoch = False
         self._last_index = -1
 
     # -- torch DataLoader vocabulary -------------------------------------
-    def __len__(self):
+    def __len__(self) -> int:
         return self._loader.num_batches
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         for batch in self.batches():
             pair = batch.fields["image"], batch.fields["label"]
             del batch  # a suspended generator frame must not pin a buffer
             yield pair
             del pair
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` at its first batch (as DistributedSampler.set_epoch)."""
         self._loader.set_epoch(int(epoch))
         self._mid_epoch = False
@@ -206,22 +220,22 @@ class Loader:
         self._last_index = -1
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         return self._loader.epoch
 
     @property
-    def classes(self):
+    def classes(self) -> List[str]:
         """Class names sorted; index = label (torchvision's ImageFolder.classes).
         Names that are not UTF-8 are decoded as os.fsdecode does."""
         return list(self._loader.classes)
 
     @property
-    def class_to_idx(self):
+    def class_to_idx(self) -> Dict[str, int]:
         """{class name: label}, as torchvision's ImageFolder.class_to_idx."""
         return {name: i for i, name in enumerate(self._loader.classes)}
 
     @property
-    def samples(self):
+    def samples(self) -> Optional[List[Tuple[str, int]]]:
         """For an image folder, [(path, label)] in sample-id order: equal to
         torchvision's ImageFolder(source).samples. None for packed datasets
         and tar shards."""
@@ -230,17 +244,17 @@ class Loader:
         return None if self._samples is None else list(self._samples)
 
     @property
-    def num_threads(self):
+    def num_threads(self) -> int:
         return self._loader.num_threads
 
-    def batches(self):
+    def batches(self) -> Iterator[Batch]:
         """Iterates one epoch of Batch objects (fields by name, sample ids,
         epoch, index, padding, skipped samples), on `device` when set."""
         if self._feeder is None:
             yield from self._host_batches()
             return
         feeder = self._feeder
-        ahead = None  # (device batch, event): copy issued, not yet handed out
+        ahead: Optional[Tuple[Batch, Any]] = None  # (device batch, event): copy issued, not yet handed out
         try:
             for host, buffer in self._host_batches(with_buffer=True):
                 submitted = feeder.submit(host, buffer)
@@ -264,7 +278,8 @@ class Loader:
             ahead = None
             feeder.retire(keep=0)
 
-    def _host_batches(self, with_buffer=False):
+    def _host_batches(self, with_buffer: bool = False) -> Iterator[Any]:
+        # Batch, or (Batch, (buffer address, bytes)) with_buffer.
         if self._mid_epoch and not self._resume_pending:
             if self._last_index == len(self) - 1:
                 # The last pass got every batch but stopped before seeing the
@@ -295,23 +310,23 @@ class Loader:
             del batch
 
     # -- resume ------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The position before the next batch: small, versioned, no data."""
         return {"version": _STATE_VERSION, "sampler": self._loader.state()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues from `state` (the next iteration resumes mid-epoch).
         Raises ValueError when seed, dataset size or options differ."""
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-            raise ValueError(f"not a feedline loader state (version {state.get('version') if isinstance(state, dict) else None}, "
-                             f"this build reads {_STATE_VERSION})")
+            version = state.get("version") if isinstance(state, dict) else None
+            raise ValueError(f"not a feedline loader state (version {version}, this build reads {_STATE_VERSION})")
         self._loader.restore(state["sampler"])
         self._resume_pending = True
         self._mid_epoch = True
         self._last_index = -1
 
     # -- diagnostics and lifetime ------------------------------------------
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """A snapshot of the engine's metrics (per-op time, worker busy/idle,
         ring depth and bytes, consumer wait, errors by reason; with a device,
         the copies and pinned buffers)."""
@@ -320,7 +335,7 @@ class Loader:
             m["device"] = self._feeder.stats()
         return m
 
-    def close(self):
+    def close(self) -> None:
         """Stops and joins the worker threads. Tensors already handed out
         stay valid."""
         if self._feeder is not None:
@@ -329,20 +344,20 @@ class Loader:
         if not self._loader.closed:
             self._loader.close()
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
         # docs/reliability.md 37: a loader owns native threads and buffers; a copy
         # in another process could not run them.
         raise TypeError(f"a feedline.{type(self).__name__} cannot be pickled: it owns native worker threads and "
                         "batch buffers. Pass its arguments instead and create the loader where it is used "
                         "(one per process)")
 
-    def __enter__(self):
+    def __enter__(self: _LoaderT) -> _LoaderT:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         loader = getattr(self, "_loader", None)
         if loader is not None and not loader.closed:
             self.close()
@@ -357,14 +372,15 @@ class RecordLoader(Loader):
     Loader's.
     """
 
-    def __init__(self, source, batch_size=256, max_record_bytes=1 << 20, **kwargs):
+    def __init__(self, source: Source, batch_size: int = 256, max_record_bytes: int = 1 << 20, **kwargs: Any) -> None:
         if max_record_bytes <= 0:
             raise ValueError(f"max_record_bytes must be positive, got {max_record_bytes}")
         kwargs.pop("transform", None)
         super().__init__(source, batch_size=batch_size, _raw_max_bytes=max_record_bytes, **kwargs)
         self.max_record_bytes = max_record_bytes
 
-    def __iter__(self):
+    # Yields triples where Loader yields pairs: not a drop-in Loader for iteration.
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:  # type: ignore[override]
         for batch in self.batches():
             triple = batch.fields["bytes"], batch.fields["length"], batch.fields["label"]
             del batch

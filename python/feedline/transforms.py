@@ -5,6 +5,10 @@ sample in one fused pass: decode (only the crop, at reduced JPEG DCT scale
 when the crop allows) -> crop -> antialiased resize (Pillow's filters) ->
 horizontal flip -> normalise -> convert to the output dtype and layout.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+
 import torch
 
 from . import _C
@@ -17,7 +21,8 @@ _DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
 _INTERPOLATION = {"bilinear": _C.Interpolation.BILINEAR, "bicubic": _C.Interpolation.BICUBIC}
 
 
-def _finish(t, dtype, channels_last, interpolation, normalize, mean, std, exact):
+def _finish(t: _C.ImageTransform, dtype: torch.dtype, channels_last: bool, interpolation: str, normalize: bool,
+            mean: Sequence[float], std: Sequence[float], exact: bool) -> _C.ImageTransform:
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype}")
     if interpolation not in _INTERPOLATION:
@@ -31,9 +36,11 @@ def _finish(t, dtype, channels_last, interpolation, normalize, mean, std, exact)
     return t
 
 
-def random_resized_crop(size=224, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), hflip_prob=0.5, *,
-                        dtype=torch.float32, channels_last=False, interpolation="bilinear",
-                        normalize=True, mean=IMAGENET_MEAN, std=IMAGENET_STD, exact=False):
+def random_resized_crop(size: int = 224, scale: Sequence[float] = (0.08, 1.0), ratio: Sequence[float] = (3 / 4, 4 / 3),
+                        hflip_prob: float = 0.5, *, dtype: torch.dtype = torch.float32, channels_last: bool = False,
+                        interpolation: str = "bilinear", normalize: bool = True,
+                        mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                        exact: bool = False) -> _C.ImageTransform:
     """RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(hflip_prob)
     + ToTensor + Normalize(mean, std) (when normalize; uint8 output is never
     normalised). exact=True decodes at full size (bit-faithful to PIL)."""
@@ -42,19 +49,20 @@ def random_resized_crop(size=224, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), hflip
     return _finish(t, dtype, channels_last, interpolation, normalize, mean, std, exact)
 
 
-def resize_center_crop(resize=256, size=224, *, dtype=torch.float32, channels_last=False,
-                       interpolation="bilinear", normalize=True, mean=IMAGENET_MEAN,
-                       std=IMAGENET_STD, exact=False):
+def resize_center_crop(resize: int = 256, size: int = 224, *, dtype: torch.dtype = torch.float32,
+                       channels_last: bool = False, interpolation: str = "bilinear", normalize: bool = True,
+                       mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                       exact: bool = False) -> _C.ImageTransform:
     """Resize(resize) (shorter side) + CenterCrop(size) + ToTensor + Normalize."""
     t = _C.imagenet_eval(resize, size)
     return _finish(t, dtype, channels_last, interpolation, normalize, mean, std, exact)
 
 
-def imagenet_train(size=224, **kwargs):
+def imagenet_train(size: int = 224, **kwargs: Any) -> _C.ImageTransform:
     """The standard ImageNet training recipe: random_resized_crop(size)."""
     return random_resized_crop(size, **kwargs)
 
 
-def imagenet_eval(size=224, resize=256, **kwargs):
+def imagenet_eval(size: int = 224, resize: int = 256, **kwargs: Any) -> _C.ImageTransform:
     """The standard ImageNet evaluation recipe: resize_center_crop(resize, size)."""
     return resize_center_crop(resize, size, **kwargs)

@@ -13,7 +13,6 @@ we scale), the expectation is computed from PIL's samples and documented
 in docs/image.md.
 """
 import io
-import pathlib
 import struct
 import subprocess
 

@@ -182,6 +182,7 @@ def _threads():
 
 def test_closing_a_remote_loader_joins_its_read_ahead_while_a_batch_is_held(nginx):
     import gc
+
     import feedline
     before = _threads()
     loader = feedline.Loader(nginx + "/ds", batch_size=8, num_threads=2, read_ahead_threads=4)

@@ -6,7 +6,6 @@ Bounds (0-255 scale): full-size decode, mean absolute difference <= 1.0
 ties); reduced-scale DCT decode, PSNR >= 30 dB (measured figures printed
 with -s and recorded in docs/image.md).
 """
-import io
 import math
 import pathlib
 import subprocess

@@ -3,10 +3,7 @@
 loader."""
 import hashlib
 import json
-import os
 import pathlib
-import shutil
-import signal
 import subprocess
 
 import pytest
@@ -108,7 +105,8 @@ def test_verify_names_the_bad_record_and_fails(feedline_bin, folder, tmp_path):
     v = subprocess.run([feedline_bin, "verify", str(out)], capture_output=True, text=True)
     assert v.returncode == 1
     lines = [l for l in v.stdout.splitlines() if l.startswith("BAD")]
-    assert any(f"shard {shard.name} record" in l and "offset" in l and "checksum mismatch" in l for l in lines), v.stdout
+    assert any(f"shard {shard.name} record" in l and "offset" in l and "checksum mismatch" in l
+               for l in lines), v.stdout
     assert any("whole-file crc32c" in l for l in lines)
 
 

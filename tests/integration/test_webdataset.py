@@ -2,12 +2,10 @@
 by Python's tarfile in the layouts tools produce (ustar, GNU long names,
 PAX), and their faults."""
 import io
-
-import numpy as np
 import pathlib
-import subprocess
 import tarfile
 
+import numpy as np
 import pytest
 import torch
 
@@ -78,8 +76,9 @@ def test_corrupt_and_truncated_tars_name_the_place(folder, tmp_path):
 
 
 def test_every_image_format_the_decoders_know_is_a_webdataset_image(tmp_path):
-    import feedline
     from PIL import Image
+
+    import feedline
     img = Image.fromarray(np.arange(24 * 32 * 3, dtype=np.uint8).reshape(24, 32, 3))
     with tarfile.open(tmp_path / "f.tar", "w") as tar:
         for i, (ext, fmt) in enumerate([("webp", "WEBP"), ("bmp", "BMP"), ("ppm", "PPM"), ("tiff", "TIFF"),
@@ -90,7 +89,8 @@ def test_every_image_format_the_decoders_know_is_a_webdataset_image(tmp_path):
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
-    loader = feedline.Loader(tmp_path / "f.tar", batch_size=6, transform=feedline.transforms.imagenet_eval(16, resize=16))
+    loader = feedline.Loader(tmp_path / "f.tar", batch_size=6,
+                             transform=feedline.transforms.imagenet_eval(16, resize=16))
     images, labels = next(iter(loader))
     assert labels.tolist() == [0, 1, 2, 3, 4, 5]
     assert images.shape == (6, 3, 16, 16)

@@ -11,6 +11,7 @@ def _resized_copy(src, dst, short=None, long=None):
     """Re-encodes every image of an ImageFolder tree as JPEG at a new size
     (short or long side in pixels), keeping the class folders."""
     import pathlib
+
     from PIL import Image
     for p in sorted(pathlib.Path(src).rglob("*")):
         if p.is_file():

@@ -120,7 +120,7 @@ def test_a_pass_that_got_every_batch_ends_the_epoch_even_without_the_end(dataset
 def test_tensors_are_zero_copy_and_stay_valid_while_held(dataset):
     loader = feedline.Loader(dataset, batch_size=8, prefetch_batches=3)
     held = []
-    for i, (images, labels) in enumerate(loader):
+    for i, (images, _labels) in enumerate(loader):
         if i < 2:
             held.append((images, images.clone()))
         if i == 6:
@@ -212,7 +212,7 @@ def test_exception_in_the_training_loop_then_close(dataset):
     base = thread_count()
     loader = feedline.Loader(dataset, batch_size=8, num_threads=2)
     with pytest.raises(RuntimeError, match="boom"):
-        for images, labels in loader:
+        for _batch in loader:
             raise RuntimeError("boom")
     loader.close()
     assert thread_count() == base
@@ -294,7 +294,7 @@ def test_memory_plateaus_over_twenty_epochs(dataset):
             return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 
     samples = []
-    for epoch in range(20):
+    for _epoch in range(20):
         for _ in loader:
             ring = loader.stats()["ring"]
             assert ring["bytes_held"] <= ring["buffers_max"] * ring["batch_bytes"] <= ring["max_bytes"]
