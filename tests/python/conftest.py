@@ -43,3 +43,20 @@ def large_images(tmp_path_factory, gen_dataset):
     """24 photographs stored at 1600 px on the long side: decode-heavy."""
     raw = gen_dataset(tmp_path_factory.mktemp("raw") / "large", 24, 2)
     return _resized_copy(raw, tmp_path_factory.mktemp("data") / "large", long=1600)
+
+
+@pytest.fixture(scope="module")
+def report(small_images):
+    """One real two-epoch loop, diagnosed (once per test module that uses it)."""
+    import time
+
+    import feedline.doctor
+
+    from doctor_plants import report_loader
+
+    with feedline.doctor.Doctor() as doctor:
+        loader = report_loader(small_images)
+        for _ in range(2):
+            for _batch in doctor.watch(loader):
+                time.sleep(0.003)
+        return doctor.report(file=None)

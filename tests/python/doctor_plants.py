@@ -7,14 +7,11 @@ import pathlib
 import re
 import time
 
-import pytest
 import torch
 import torchvision.transforms as T
 from torch.utils.data import DataLoader, default_collate
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import pil_loader
-
-import feedline
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -75,17 +72,6 @@ def report_loader(root, **kwargs):
     kwargs.setdefault("batch_size", 8)
     kwargs.setdefault("num_workers", 2)
     return DataLoader(torch.utils.data.Subset(ds, range(96)), **kwargs)
-
-
-@pytest.fixture(scope="module")
-def report(small_images):
-    """One real two-epoch loop, diagnosed (once per test module that imports it)."""
-    with feedline.doctor.Doctor() as doctor:
-        loader = report_loader(small_images)
-        for _ in range(2):
-            for _batch in doctor.watch(loader):
-                time.sleep(0.003)
-        return doctor.report(file=None)
 
 
 # Free-form objects: documented as such, their keys are not a schema.

@@ -17,8 +17,6 @@ from feedline.doctor.feedline_loader import FeedlineProbe
 from feedline.doctor.torch_loader import TorchProbe
 from feedline.doctor.watch import NullProbe, probe_for
 
-from doctor_plants import report  # noqa: F401 (fixtures)
-
 
 def _record_keys(record, data, where):
     """Checks that `data` (a section's JSON) has only the record's keys, in

@@ -5,10 +5,6 @@ import subprocess
 
 import pytest
 
-import feedline
-
-from doctor_plants import report  # noqa: F401 (fixtures)
-
 
 # -- HTML in Chromium -------------------------------------------------------------------
 def _chromium():

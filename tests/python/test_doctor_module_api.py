@@ -40,7 +40,7 @@ def test_module_level_watch_then_report_diagnoses_the_loop_and_restores_the_load
     dataset = Squares(40)
     loader = DataLoader(dataset, batch_size=4, num_workers=0)
     seen = []
-    for images, labels in doctor.watch(loader):
+    for _images, labels in doctor.watch(loader):
         seen.extend(labels.tolist())
     assert seen == list(range(40))  # every batch reached the loop, in order
     out = io.StringIO()

@@ -15,7 +15,6 @@ from feedline.doctor import probes, rules
 
 from doctor_plants import report_loader as _loader  # noqa: F401 (fixtures)
 
-
 # -- the probes carry their timings inside the batch ---------------------------------------------
 
 def test_a_batch_that_escapes_the_doctor_still_unpacks(small_images):

@@ -5,11 +5,10 @@ import json
 import re
 
 import pytest
-import torch
 
 import feedline
 
-from doctor_plants import documented_paths, report, undocumented  # noqa: F401 (fixtures)
+from doctor_plants import documented_paths, undocumented  # noqa: F401 (fixtures)
 
 
 # -- JSON ------------------------------------------------------------------------------

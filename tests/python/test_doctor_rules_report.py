@@ -3,10 +3,7 @@ import copy
 
 import pytest
 
-import feedline
 from feedline.doctor import rules
-
-from doctor_plants import report  # noqa: F401 (fixtures)
 
 
 # -- rules on synthetic evidence ------------------------------------------------------------

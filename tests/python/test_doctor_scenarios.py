@@ -30,20 +30,18 @@ import time
 
 import pytest
 import torch
-import torchvision.transforms as T
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import pil_loader
 
 import feedline
 from feedline.doctor import rules
+
+from doctor_plants import Blurish, ColorJitterish, SetUpConnection, Sleep, SlowAugment, SlowCollate, SlowStorage, tf  # noqa: F401 (plants)
 
 # More workers than cores is what some scenarios recommend, on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
 
 
-from doctor_plants import (Blurish, ColorJitterish, SetUpConnection, SlowAugment, SlowCollate,  # noqa: F401
-                            SlowStorage, Sleep, tf)
 
 
 # -- running and checking ------------------------------------------------------------

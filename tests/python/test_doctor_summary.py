@@ -1,9 +1,6 @@
 """feedline.doctor's terminal summary (summary.py)."""
-from torch.utils.data import DataLoader
 
-import feedline
 
-from doctor_plants import report  # noqa: F401 (fixtures)
 
 
 # -- terminal summary --------------------------------------------------------------------

@@ -5,8 +5,6 @@ import pytest
 
 import feedline
 
-from doctor_plants import report  # noqa: F401 (fixtures)
-
 
 # -- trace -----------------------------------------------------------------------------
 def test_trace_has_wait_and_step_spans_per_step_and_the_workers_stages(report, tmp_path):

@@ -11,8 +11,8 @@ from torch.utils.data import DataLoader
 import feedline
 from feedline.doctor import probes
 
-from doctor_plants import FakeEvent, documented_paths, report_loader as _loader  # noqa: F401 (fixtures)
-
+from doctor_plants import FakeEvent, documented_paths  # noqa: F401 (fixtures)
+from doctor_plants import report_loader as _loader
 
 # -- watch mechanics ----------------------------------------------------------------------
 
@@ -22,7 +22,7 @@ def test_detach_restores_the_loader_and_breaking_out_records_the_step(small_imag
     compose = ds.dataset.transform
     before = list(compose.transforms)
     doctor = feedline.doctor.Doctor()
-    for i, (images, labels) in enumerate(doctor.watch(loader)):
+    for i, (images, _labels) in enumerate(doctor.watch(loader)):
         assert isinstance(images, torch.Tensor) and images.shape == (8, 3, 64, 64)
         assert loader.dataset is ds and probes.is_timed(ds) and isinstance(ds, torch.utils.data.Subset)
         if i == 2:
