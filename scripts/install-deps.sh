@@ -18,6 +18,7 @@ PACKAGES=(
   libwebp-dev          # WebP decode (still images)
   libtiff-dev          # TIFF decode from memory
   libgif-dev           # GIF decode (first frame)
+  libhwy-dev           # Highway: the resampler's SIMD kernels, dispatched at run time (AVX2, AVX-512, NEON)
   nlohmann-json3-dev   # dataset manifests and JSON Lines pack inputs (header-only)
   libcurl4-openssl-dev # HTTP(S) range reads of remote datasets
   nginx                # the real HTTP server the remote-read tests start on 127.0.0.1

@@ -16,6 +16,7 @@
 
 #include "feedline/image.h"
 #include "src/image/resample.h"
+#include "src/image/resample_hwy.h"
 
 namespace feedline {
 namespace {
@@ -65,6 +66,7 @@ void BM_Resample(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * 224 * 224);
+  state.SetLabel(reference ? "reference" : image::ResampleTargetName());
 }
 BENCHMARK(BM_Resample)->ArgsProduct({{0, 1}, {0, 1, 2}, {300, 450}});
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "src/image/half.h"
+#include "src/image/resample_hwy.h"
 #include "src/image/resample_sse2.h"
 
 
@@ -210,9 +211,9 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   // rows x ow, 3 rows of ow float sums, and one source row as 16-byte
   // vectors (cols + 2 * taps of them, padded for fixed-length tap loops).
   const size_t plane = rows * ow;
-  // +16 bytes: the SIMD vertical pass loads 8 pixels at a time and may read
-  // up to 7 past the last plane's end.
-  const size_t plane_floats = (3 * plane + 3) / 4 + 4;
+  // +64 bytes: the SIMD vertical pass loads a vector of pixels at a time and
+  // may read up to 63 past the last plane's end (resample_hwy.h).
+  const size_t plane_floats = (3 * plane + 3) / 4 + 16;
   const size_t sums_stride = (size_t{ow} + 7) / 8 * 8;  // whole 8-float vectors per channel
   const size_t vec_count = cols + 2 * size_t{h.taps} + 2;
   const size_t need = plane_floats + 3 * sums_stride + 4 * vec_count + 8;
@@ -242,7 +243,17 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   }
 
   // Vertical pass per channel over contiguous rows, then one conversion and
-  // write per output value.
+  // write per output value: fused, wide SIMD (resample_hwy.h), or the
+  // reference below.
+  if (fixed_point) {
+    for (uint32_t y = 0; y < oh; ++y) {
+      const uint8_t* first = planes + static_cast<size_t>(v.start[y] - row_begin) * ow;
+      VerticalConvertRow(first, plane, ow, oh, y, v.count[y], &v.pairs[size_t{y} * v.pair_count * 4], v.pair_count,
+                         format, out);
+    }
+    FlushStreamingStores();
+    return;
+  }
   const size_t out_plane = size_t{ow} * oh;
   for (uint32_t y = 0; y < oh; ++y) {
     const float* w = &v.weights[size_t{y} * v.taps];

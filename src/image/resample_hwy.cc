@@ -1,0 +1,238 @@
+// Wide-SIMD resampler kernels with Highway's dynamic dispatch
+// (resample_hwy.h). This file is compiled once per target: foreach_target.h
+// re-includes it with HWY_NAMESPACE set to each instruction set.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/image/resample_hwy.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "src/image/resample_hwy.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace feedline::image {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D32 = hn::ScalableTag<int32_t>;
+using DF = hn::Rebind<float, D32>;
+using DU8 = hn::Rebind<uint8_t, D32>;
+using DU16 = hn::Rebind<uint16_t, D32>;
+using DU32 = hn::Rebind<uint32_t, D32>;
+using D16 = hn::Repartition<int16_t, D32>;
+using V32 = hn::Vec<D32>;
+
+// One vector of output pixels x.. of a channel: the vertical sum of `count`
+// rows, rounded, shifted and clamped to 0..255 (as int32 lanes).
+HWY_INLINE V32 VerticalSum(const uint8_t* base, uint32_t ow, int32_t count, const int32_t* pair_weights,
+                           uint32_t pair_count) {
+  const D32 d32;
+  const DU8 du8;
+  V32 sum0 = hn::Set(d32, 1 << 13), sum1 = hn::Zero(d32);
+  for (uint32_t j = 0; j < pair_count; ++j) {
+    const int32_t ka = static_cast<int32_t>(2 * j), kb = ka + 1;
+    if (ka >= count) break;
+    const uint8_t* ra = base + static_cast<size_t>(ka) * ow;
+    const uint8_t* rb = kb < count ? ra + ow : ra;  // a missing second tap has weight 0
+    // Each int32 lane holds the pair (row a, row b) of one pixel as two
+    // int16: the lanes stay in pixel order on every target.
+    const V32 a = hn::PromoteTo(d32, hn::LoadU(du8, ra));
+    const V32 b = hn::PromoteTo(d32, hn::LoadU(du8, rb));
+#if HWY_TARGET == HWY_SCALAR
+    // One lane: no int16 pairs to multiply-add; the same sums in int32.
+    const int32_t w = pair_weights[size_t{j} * 4];
+    const auto wa = hn::Set(d32, static_cast<int16_t>(w & 0xFFFF)), wb = hn::Set(d32, w >> 16);
+    sum0 = hn::Add(sum0, hn::Add(hn::Mul(a, wa), hn::Mul(b, wb)));
+#else
+    const D16 d16;
+    const auto ab = hn::BitCast(d16, hn::Or(a, hn::ShiftLeft<16>(b)));
+    const auto w = hn::BitCast(d16, hn::Set(d32, pair_weights[size_t{j} * 4]));
+    sum0 = hn::ReorderWidenMulAccumulate(d32, ab, w, sum0, sum1);
+#endif
+  }
+#if HWY_TARGET == HWY_SCALAR
+  const V32 v = hn::ShiftRight<14>(hn::Add(sum0, sum1));
+#else
+  const V32 v = hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));
+#endif
+  return hn::Min(hn::Max(v, hn::Zero(d32)), hn::Set(d32, 255));
+}
+
+// bfloat16 bits of f, round to nearest even (NaN stays NaN).
+HWY_INLINE hn::Vec<DU16> ToBFloat16(hn::Vec<DF> f) {
+  const DU32 du32;
+  const DU16 du16;
+  const auto bits = hn::BitCast(du32, f);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(du32, 0x7FFF)), lsb));
+  const auto nan = hn::Gt(hn::BitCast(hn::Rebind<int32_t, DU32>(), hn::And(bits, hn::Set(du32, 0x7FFFFFFFu))),
+                          hn::Set(hn::Rebind<int32_t, DU32>(), 0x7F800000));
+  const auto quiet = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du32, 0x40));
+  const auto r = hn::IfThenElse(hn::RebindMask(du32, nan), quiet, rounded);
+  return hn::DemoteTo(du16, hn::BitCast(hn::Rebind<int32_t, DU32>(), r));
+}
+
+// IEEE half bits of f, round to nearest even, by integer arithmetic (the
+// same on every target; values here are finite).
+HWY_INLINE hn::Vec<DU16> ToHalf(hn::Vec<DF> f) {
+  const D32 d32;
+  const DU16 du16;
+  const V32 x = hn::BitCast(d32, f);
+  const V32 sign = hn::And(hn::ShiftRight<16>(x), hn::Set(d32, 0x8000));
+  const V32 abs = hn::And(x, hn::Set(d32, 0x7FFFFFFF));
+  // Normal halves: rebias the exponent, round the 13 dropped bits.
+  const V32 h = hn::ShiftRight<13>(hn::Sub(abs, hn::Set(d32, 0x38000000)));
+  const V32 rem = hn::And(abs, hn::Set(d32, 0x1FFF));
+  const auto up = hn::Or(hn::Gt(rem, hn::Set(d32, 0x1000)),
+                         hn::And(hn::Eq(rem, hn::Set(d32, 0x1000)), hn::Eq(hn::And(h, hn::Set(d32, 1)), hn::Set(d32, 1))));
+  V32 normal = hn::IfThenElse(up, hn::Add(h, hn::Set(d32, 1)), h);
+  // Overflow (and inf/NaN, not produced here) -> inf.
+  normal = hn::IfThenElse(hn::Gt(abs, hn::Set(d32, 0x477FEFFF)), hn::Set(d32, 0x7C00), normal);
+  // Subnormal halves and zero: abs * 2^24 rounded to nearest even, done in
+  // float (exact: the product needs at most 24 significant bits before the
+  // rounding, which the conversion does to even).
+  const hn::Vec<DF> af = hn::BitCast(DF(), abs);
+  const V32 sub = hn::NearestInt(hn::Mul(af, hn::Set(DF(), 16777216.0f)));
+  const V32 r = hn::IfThenElse(hn::Lt(abs, hn::Set(d32, 0x38800000)), sub, normal);
+  return hn::DemoteTo(du16, hn::Or(sign, r));
+}
+
+void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
+                        const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out) {
+  const D32 d32;
+  const DF df;
+  const DU8 du8;
+  const DU16 du16;
+  const size_t n = hn::Lanes(d32);
+  const bool chw = format.layout == Layout::kCHW;
+  const size_t out_plane = size_t{ow} * oh;
+  // Staging for a row's last, partial vector.
+  HWY_ALIGN float tail_f[3][64];
+  HWY_ALIGN uint16_t tail_u16[3][64];
+  HWY_ALIGN uint8_t tail_u8[3][64];
+  for (uint32_t x = 0; x < ow; x += static_cast<uint32_t>(n)) {
+    const size_t valid = std::min<size_t>(n, ow - x);
+    V32 v[3];
+    for (int c = 0; c < 3; ++c) v[c] = VerticalSum(first + c * plane + x, ow, count, pair_weights, pair_count);
+    hn::Vec<DF> f[3];
+    if (format.dtype != DType::kUInt8) {
+      for (int c = 0; c < 3; ++c) {
+        f[c] = hn::MulAdd(hn::ConvertTo(df, v[c]), hn::Set(df, format.mul[c]), hn::Set(df, format.add[c]));
+      }
+    }
+    switch (format.dtype) {
+      case DType::kUInt8: {
+        hn::Vec<DU8> b[3];
+        for (int c = 0; c < 3; ++c) b[c] = hn::DemoteTo(du8, v[c]);
+        uint8_t* o = static_cast<uint8_t*>(out);
+        if (chw) {
+          for (int c = 0; c < 3; ++c) {
+            uint8_t* dst = o + c * out_plane + size_t{y} * ow + x;
+            if (valid == n) {
+              hn::StoreU(b[c], du8, dst);
+            } else {
+              hn::Store(b[c], du8, tail_u8[c]);
+              std::memcpy(dst, tail_u8[c], valid);
+            }
+          }
+        } else {
+          uint8_t* dst = o + (size_t{y} * ow + x) * 3;
+          if (valid == n) {
+            hn::StoreInterleaved3(b[0], b[1], b[2], du8, dst);
+          } else {
+            for (int c = 0; c < 3; ++c) hn::Store(b[c], du8, tail_u8[c]);
+            for (size_t i = 0; i < valid; ++i) {
+              for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_u8[c][i];
+            }
+          }
+        }
+        break;
+      }
+      case DType::kFloat32: {
+        float* o = static_cast<float*>(out);
+        if (chw) {
+          for (int c = 0; c < 3; ++c) {
+            float* dst = o + c * out_plane + size_t{y} * ow + x;
+            if (valid != n) {
+              hn::Store(f[c], df, tail_f[c]);
+              std::memcpy(dst, tail_f[c], valid * sizeof(float));
+            } else if (reinterpret_cast<uintptr_t>(dst) % (n * sizeof(float)) == 0) {
+              // Streaming stores: a batch is far larger than the caches, so
+              // reading its lines in before overwriting them is wasted
+              // bandwidth. Fenced by FlushStreamingStores.
+              hn::Stream(f[c], df, dst);
+            } else {
+              hn::StoreU(f[c], df, dst);
+            }
+          }
+        } else {
+          float* dst = o + (size_t{y} * ow + x) * 3;
+          if (valid == n) {
+            hn::StoreInterleaved3(f[0], f[1], f[2], df, dst);
+          } else {
+            for (int c = 0; c < 3; ++c) hn::Store(f[c], df, tail_f[c]);
+            for (size_t i = 0; i < valid; ++i) {
+              for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_f[c][i];
+            }
+          }
+        }
+        break;
+      }
+      case DType::kFloat16:
+      case DType::kBFloat16: {
+        hn::Vec<DU16> h[3];
+        for (int c = 0; c < 3; ++c) h[c] = format.dtype == DType::kFloat16 ? ToHalf(f[c]) : ToBFloat16(f[c]);
+        uint16_t* o = static_cast<uint16_t*>(out);
+        if (chw) {
+          for (int c = 0; c < 3; ++c) {
+            uint16_t* dst = o + c * out_plane + size_t{y} * ow + x;
+            if (valid == n) {
+              hn::StoreU(h[c], du16, dst);
+            } else {
+              hn::Store(h[c], du16, tail_u16[c]);
+              std::memcpy(dst, tail_u16[c], valid * sizeof(uint16_t));
+            }
+          }
+        } else {
+          uint16_t* dst = o + (size_t{y} * ow + x) * 3;
+          if (valid == n) {
+            hn::StoreInterleaved3(h[0], h[1], h[2], du16, dst);
+          } else {
+            for (int c = 0; c < 3; ++c) hn::Store(h[c], du16, tail_u16[c]);
+            for (size_t i = 0; i < valid; ++i) {
+              for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_u16[c][i];
+            }
+          }
+        }
+        break;
+      }
+      default: return;  // rejected when the op is made
+    }
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace feedline::image
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace feedline::image {
+
+HWY_EXPORT(VerticalConvertRow);
+HWY_EXPORT(TargetName);
+
+void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
+                        const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out) {
+  HWY_DYNAMIC_DISPATCH(VerticalConvertRow)(first, plane, ow, oh, y, count, pair_weights, pair_count, format, out);
+}
+
+void FlushStreamingStores() { hwy::FlushStream(); }
+
+const char* ResampleTargetName() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace feedline::image
+#endif  // HWY_ONCE
