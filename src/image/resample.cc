@@ -6,7 +6,6 @@
 
 #include "src/image/half.h"
 #include "src/image/resample_hwy.h"
-#include "src/image/resample_sse2.h"
 
 
 // Function multi-versioning resolves through an ifunc that runs before a
@@ -216,7 +215,9 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   const size_t plane_floats = (3 * plane + 3) / 4 + 16;
   const size_t sums_stride = (size_t{ow} + 7) / 8 * 8;  // whole 8-float vectors per channel
   const size_t vec_count = cols + 2 * size_t{h.taps} + 2;
-  const size_t need = plane_floats + 3 * sums_stride + 4 * vec_count + 8;
+  // The SIMD horizontal pass takes `group` rows at a time (resample_hwy.h).
+  const size_t group = fixed_point ? HorizontalRowsPerCall() : 1;
+  const size_t need = plane_floats + 3 * sums_stride + 4 * vec_count * group + 8;
   if (scratch->size() < need) scratch->resize(need);
   auto* planes = reinterpret_cast<uint8_t*>(scratch->data());
   float* sums = scratch->data() + plane_floats;
@@ -226,19 +227,21 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   for (size_t k = cols; k < vec_count; ++k) rowf[k] = V4{0, 0, 0, 0};
 
   // Horizontal pass over the rows the vertical pass reads; flip here.
-  for (size_t r = 0; r < rows; ++r) {
+  if (fixed_point) {
+    for (size_t r = 0; r < rows; r += group) {
+      const uint8_t* row = src.pixels +
+                           static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
+                           static_cast<size_t>(col_begin - src.col0) * 3;
+      uint8_t* pr = planes + r * ow;
+      HorizontalRows(row, src.stride, std::min(group, rows - r), cols, h, col_begin, flip, rowf, pr, pr + plane,
+                     pr + 2 * plane, ow);
+    }
+  }
+  for (size_t r = 0; r < rows && !fixed_point; ++r) {
     const uint8_t* row = src.pixels +
                          static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
                          static_cast<size_t>(col_begin - src.col0) * 3;
     uint8_t* pr = planes + r * ow;
-#if FEEDLINE_RESAMPLE_SSE2
-    if (fixed_point) {
-      HorizontalSse2(row, cols, h, col_begin, flip, rowf, pr, pr + plane, pr + 2 * plane);
-      continue;
-    }
-#else
-    (void)fixed_point;
-#endif
     HorizontalFloat(row, cols, h, col_begin, flip, rowf, pr, pr + plane, pr + 2 * plane);
   }
 
@@ -257,16 +260,7 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   const size_t out_plane = size_t{ow} * oh;
   for (uint32_t y = 0; y < oh; ++y) {
     const float* w = &v.weights[size_t{y} * v.taps];
-    bool vertical_done = false;
-#if FEEDLINE_RESAMPLE_SSE2
-    if (fixed_point) {
-      const uint8_t* first = planes + static_cast<size_t>(v.start[y] - row_begin) * ow;
-      VerticalSse2(first, plane, ow, v.count[y], &v.pairs[size_t{y} * v.pair_count * 4], v.pair_count,
-                   sums, sums_stride);
-      vertical_done = true;
-    }
-#endif
-    for (int c = 0; c < 3 && !vertical_done; ++c) {
+    for (int c = 0; c < 3; ++c) {
       float* acc = sums + c * sums_stride;
       const uint8_t* first = planes + c * plane + static_cast<size_t>(v.start[y] - row_begin) * ow;
       const float w0 = w[0];
@@ -303,12 +297,6 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
           float* o = static_cast<float*>(out) + base_index;
           if (chw) {
             size_t x = 0;
-#if FEEDLINE_RESAMPLE_SSE2
-            // Streaming stores: a batch is far larger than the caches, so
-            // reading its lines in before overwriting them is wasted
-            // bandwidth. Fenced below, before the sample is reported done.
-            x = ScaleToFloatStreamSse2(acc, ow, mul, add, o);
-#endif
             for (; x < ow; ++x) o[x] = acc[x] * mul + add;
           } else {
             for (uint32_t x = 0; x < ow; ++x) o[x * 3] = acc[x] * mul + add;
@@ -329,9 +317,6 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
       }
     }
   }
-#if FEEDLINE_RESAMPLE_SSE2
-  StreamFenceSse2();  // order the streaming stores before any later store (the completion)
-#endif
 }
 
 void Resample(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,

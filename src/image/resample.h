@@ -65,17 +65,18 @@ struct RgbSource {
   int32_t row0 = 0;
 };
 
-// The production kernel: both passes in fixed point with the SSE2 kernels
-// (resample_sse2.h) where the compiler targets SSE2 (every x86-64), else the
-// reference. Each pass may round one 8-bit level differently from the
-// reference (14-bit coefficients), rarely; tests bound the difference. The
-// output conversion (normalise, dtype, layout) is shared; float32 CHW uses
-// streaming stores. The whole function is built twice, for AVX2+FMA and for
-// the baseline, picked at load time (GCC function multi-versioning).
+// The production kernel: both passes in fixed point with the wide-SIMD
+// kernels (resample_hwy.h: Highway, dispatched at run time to AVX-512,
+// AVX2, SSE4, SSSE3, NEON or a scalar fallback), rounding like Pillow.
+// Each pass may round one 8-bit level differently from the reference
+// (14-bit coefficients), rarely; tests bound the difference. The vertical
+// pass writes each value once, converted (normalise, dtype, layout), to its
+// final place; float32 CHW uses streaming stores.
 void Resample(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
               bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
 // The reference kernel, for tests: float taps (4-lane vectors, one RGB
-// pixel each) and the same 8-bit rounding after each pass.
+// pixel each) and the same 8-bit rounding after each pass. Built twice, for
+// AVX2+FMA and the baseline (GCC function multi-versioning).
 void ResampleReference(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
                        bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
 

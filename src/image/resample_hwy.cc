@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "src/image/resample_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
 #include <cstring>
 
 #include "hwy/cache_control.h"
@@ -213,6 +214,157 @@ void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_
   }
 }
 
+// Rows of the horizontal pass one call handles: one per 128-bit block of an
+// int32 vector (4 with AVX-512, 2 with AVX2, 1 with SSE4 and NEON).
+size_t HorizontalRowsPerCall() {
+#if HWY_TARGET == HWY_SCALAR
+  return 1;
+#else
+  return hn::Lanes(D32()) / 4;
+#endif
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// The pair vector of source pixels (k, k + 1) of one row: int16 lanes
+// (R_k, R_k+1, G_k, G_k+1, B_k, B_k+1, -, -), zero past the row.
+HWY_INLINE int32_t PixelBits(const uint8_t* row, size_t cols, size_t k) {
+  int32_t v = 0;
+  if (k + 1 < cols) {
+    std::memcpy(&v, row + 3 * k, 4);  // RGB + the next pixel's R, ignored
+  } else if (k < cols) {
+    v = row[3 * k] | row[3 * k + 1] << 8 | row[3 * k + 2] << 16;  // last pixel: no over-read
+  }
+  return v;
+}
+#endif
+
+void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
+                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane, uint8_t* g_plane,
+                    uint8_t* b_plane, size_t plane_stride) {
+  const uint32_t ow = h.out_size, pc = h.pair_count;
+#if HWY_TARGET == HWY_SCALAR
+  (void)pair_scratch;
+  // One lane: the same fixed-point sums, pixel by pixel.
+  for (size_t i = 0; i < rows; ++i) {
+    const uint8_t* row = row0 + i * stride;
+    for (uint32_t x = 0; x < ow; ++x) {
+      int32_t acc[3] = {1 << 13, 1 << 13, 1 << 13};
+      for (uint32_t j = 0; j < pc; ++j) {
+        const int32_t w = h.pairs[(size_t{x} * pc + j) * 4];
+        const int32_t w0 = static_cast<int16_t>(w & 0xFFFF), w1 = w >> 16;
+        const size_t k = static_cast<size_t>(h.start[x] - col_begin) + 2 * j;
+        for (int c = 0; c < 3; ++c) {
+          const int32_t p0 = k < cols ? row[3 * k + c] : 0, p1 = k + 1 < cols ? row[3 * k + 3 + c] : 0;
+          acc[c] += p0 * w0 + p1 * w1;
+        }
+      }
+      const uint32_t ox = flip ? ow - 1 - x : x;
+      uint8_t* planes[3] = {r_plane, g_plane, b_plane};
+      for (int c = 0; c < 3; ++c) {
+        planes[c][i * plane_stride + ox] = static_cast<uint8_t>(std::min(255, std::max(0, acc[c] >> 14)));
+      }
+    }
+  }
+#else
+  const D32 d32;
+  const D16 d16;
+  const DU8 du8;
+  const hn::Full128<uint8_t> d8x16;
+  const hn::Full128<int32_t> d32x4;
+  const hn::Full64<uint8_t> d8x8;
+  const hn::Full128<int16_t> d16x8;
+  const size_t group = hn::Lanes(d32) / 4;  // rows per vector, one per block
+  // Pair vectors, block-interleaved: entry k * group + i is pair k of row i,
+  // so one full-vector load takes pair k of every row of the group.
+  auto* pairs = static_cast<int16_t*>(pair_scratch);
+  const size_t n = cols + 2 * size_t{pc};
+  // Byte shuffles that make the pair vectors of pixels k0 .. k0 + 3 out of
+  // the 16 bytes from pixel k0 (0x80: a zero byte, the int16 high halves).
+  alignas(16) static constexpr uint8_t kPairShuffle[4][16] = {
+      {0, 0x80, 3, 0x80, 1, 0x80, 4, 0x80, 2, 0x80, 5, 0x80, 0x80, 0x80, 0x80, 0x80},
+      {3, 0x80, 6, 0x80, 4, 0x80, 7, 0x80, 5, 0x80, 8, 0x80, 0x80, 0x80, 0x80, 0x80},
+      {6, 0x80, 9, 0x80, 7, 0x80, 10, 0x80, 8, 0x80, 11, 0x80, 0x80, 0x80, 0x80, 0x80},
+      {9, 0x80, 12, 0x80, 10, 0x80, 13, 0x80, 11, 0x80, 14, 0x80, 0x80, 0x80, 0x80, 0x80}};
+  const auto shuffle0 = hn::Load(d8x16, kPairShuffle[0]), shuffle1 = hn::Load(d8x16, kPairShuffle[1]);
+  const auto shuffle2 = hn::Load(d8x16, kPairShuffle[2]), shuffle3 = hn::Load(d8x16, kPairShuffle[3]);
+  for (size_t i = 0; i < group; ++i) {
+    const uint8_t* row = row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
+    // Four pairs per 16-byte load while the load stays inside the row (the
+    // pair of pixel k reads pixel k + 1: up to pixel k0 + 4, byte 14).
+    size_t k = 0;
+    for (; 3 * k + 16 <= 3 * cols; k += 4) {
+      const auto bytes = hn::LoadU(d8x16, row + 3 * k);
+      int16_t* dst = pairs + k * group * 8 + i * 8;
+      const size_t step = group * 8;
+      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle0)), d16x8, dst);
+      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle1)), d16x8, dst + step);
+      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle2)), d16x8, dst + 2 * step);
+      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle3)), d16x8, dst + 3 * step);
+    }
+    auto cur = hn::BitCast(d8x16, hn::Set(d32x4, PixelBits(row, cols, k)));
+    for (; k < n; ++k) {
+      const auto next = hn::BitCast(d8x16, hn::Set(d32x4, PixelBits(row, cols, k + 1)));
+      const auto mixed = hn::InterleaveLower(d8x16, cur, next);  // R R' G G' B B' X X' ...
+      hn::Store(hn::PromoteTo(d16x8, hn::LowerHalf(d8x8, mixed)), d16x8, pairs + (k * group + i) * 8);
+      cur = next;
+    }
+  }
+  // The 8-bit sums of output x for every row of the group: 4 bytes per row
+  // (R, G, B, -).
+  const auto sums_of = [&](uint32_t x) {
+    const int16_t* p = pairs + static_cast<size_t>(h.start[x] - col_begin) * group * 8;
+    const int16_t* w = reinterpret_cast<const int16_t*>(&h.pairs[size_t{x} * pc * 4]);
+    V32 sum0 = hn::Set(d32, 1 << 13), sum1 = hn::Zero(d32);
+    for (uint32_t j = 0; j < pc; ++j) {
+      const auto pj = hn::LoadU(d16, p + size_t{2 * j} * group * 8);
+      const auto wj = hn::LoadDup128(d16, w + size_t{j} * 8);
+      sum0 = hn::ReorderWidenMulAccumulate(d32, pj, wj, sum0, sum1);
+    }
+    const V32 v = hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));
+    return hn::DemoteTo(du8, hn::Min(hn::Max(v, hn::Zero(d32)), hn::Set(d32, 255)));
+  };
+  HWY_ALIGN uint8_t out[4][64] = {};
+  uint32_t x = 0;
+  if (group <= 4) {
+    // Four outputs at a time, transposed so that each row's R, G and B of
+    // the four land in one 32-bit store each (instead of twelve byte
+    // stores per row): bytes (x, row, channel) -> (row, channel, x).
+    const hn::Full128<uint16_t> du16x8;
+    for (; x + 4 <= ow; x += 4) {
+      for (uint32_t q = 0; q < 4; ++q) hn::Store(sums_of(x + q), du8, out[q]);
+      // Mirrored outputs are stored right to left: reverse the four.
+      const uint32_t a = flip ? 3 : 0, b = flip ? 2 : 1, c = flip ? 1 : 2, d = flip ? 0 : 3;
+      const auto v0 = hn::Load(d8x16, out[a]), v1 = hn::Load(d8x16, out[b]);
+      const auto v2 = hn::Load(d8x16, out[c]), v3 = hn::Load(d8x16, out[d]);
+      const auto t0 = hn::BitCast(du16x8, hn::InterleaveLower(d8x16, v0, v1));
+      const auto t1 = hn::BitCast(du16x8, hn::InterleaveUpper(d8x16, v0, v1));
+      const auto t2 = hn::BitCast(du16x8, hn::InterleaveLower(d8x16, v2, v3));
+      const auto t3 = hn::BitCast(du16x8, hn::InterleaveUpper(d8x16, v2, v3));
+      HWY_ALIGN uint8_t rows_rgb[4][16];
+      hn::Store(hn::BitCast(d8x16, hn::InterleaveLower(du16x8, t0, t2)), d8x16, rows_rgb[0]);
+      hn::Store(hn::BitCast(d8x16, hn::InterleaveUpper(du16x8, t0, t2)), d8x16, rows_rgb[1]);
+      hn::Store(hn::BitCast(d8x16, hn::InterleaveLower(du16x8, t1, t3)), d8x16, rows_rgb[2]);
+      hn::Store(hn::BitCast(d8x16, hn::InterleaveUpper(du16x8, t1, t3)), d8x16, rows_rgb[3]);
+      const uint32_t ox = flip ? ow - 4 - x : x;
+      for (size_t i = 0; i < rows; ++i) {
+        std::memcpy(r_plane + i * plane_stride + ox, rows_rgb[i], 4);
+        std::memcpy(g_plane + i * plane_stride + ox, rows_rgb[i] + 4, 4);
+        std::memcpy(b_plane + i * plane_stride + ox, rows_rgb[i] + 8, 4);
+      }
+    }
+  }
+  for (; x < ow; ++x) {
+    hn::Store(sums_of(x), du8, out[0]);
+    const uint32_t ox = flip ? ow - 1 - x : x;
+    for (size_t i = 0; i < rows; ++i) {
+      r_plane[i * plane_stride + ox] = out[0][4 * i];
+      g_plane[i * plane_stride + ox] = out[0][4 * i + 1];
+      b_plane[i * plane_stride + ox] = out[0][4 * i + 2];
+    }
+  }
+#endif
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -223,7 +375,18 @@ HWY_AFTER_NAMESPACE();
 namespace feedline::image {
 
 HWY_EXPORT(VerticalConvertRow);
+HWY_EXPORT(HorizontalRowsPerCall);
+HWY_EXPORT(HorizontalRows);
 HWY_EXPORT(TargetName);
+
+size_t HorizontalRowsPerCall() { return HWY_DYNAMIC_DISPATCH(HorizontalRowsPerCall)(); }
+
+void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
+                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane, uint8_t* g_plane,
+                    uint8_t* b_plane, size_t plane_stride) {
+  HWY_DYNAMIC_DISPATCH(HorizontalRows)(row0, stride, rows, cols, h, col_begin, flip, pair_scratch, r_plane, g_plane,
+                                       b_plane, plane_stride);
+}
 
 void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
                         const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out) {

@@ -2,9 +2,10 @@
 // Google Highway and compiled for every x86 level from SSE4 to AVX-512 and
 // for Arm NEON; the best one for the running CPU is chosen at the first call
 // (Highway's dynamic dispatch). Fixed point with the plans' 14-bit
-// coefficients, rounding half up and saturating to 0..255 as Pillow does, so
-// each output value equals the SSE2 kernel's. Tested against the scalar
-// reference (ResampleReference) on odd sizes for every output format.
+// coefficients, rounding half up and saturating to 0..255 as Pillow does:
+// every target gives the same bytes (tests/image/resample_test.cc forces
+// each in turn and compares them, and bounds them against the scalar float
+// reference, ResampleReference, on odd sizes for every output format).
 #ifndef FEEDLINE_SRC_IMAGE_RESAMPLE_HWY_H_
 #define FEEDLINE_SRC_IMAGE_RESAMPLE_HWY_H_
 
@@ -24,6 +25,18 @@ namespace feedline::image {
 // format.layout). Reads up to 63 bytes past the end of each plane row.
 void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
                         const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out);
+
+// The horizontal pass: `rows` (1..HorizontalRowsPerCall()) consecutive
+// source rows, row i at row0 + i * stride, `cols` RGB pixels each from
+// source column col_begin, resampled by `h` into the 8-bit planes (row i of
+// a plane at plane + i * plane_stride, h.out_size bytes, mirrored when
+// `flip`). `pair_scratch`: 16-byte aligned, HorizontalRowsPerCall() *
+// (cols + 2 * h.pair_count + 1) * 16 bytes. Query HorizontalRowsPerCall
+// right before: it follows the dispatched target.
+size_t HorizontalRowsPerCall();
+void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
+                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane, uint8_t* g_plane,
+                    uint8_t* b_plane, size_t plane_stride);
 
 // Orders the streaming stores VerticalConvertRow may use before later
 // stores (call once after the last row).
