@@ -93,8 +93,11 @@ struct FEEDLINE_EXPORT LoaderOptions {
   // threads, as many as keep the consumer fed (docs/tuner.md); it starts
   // with all of them, for the first batch. A positive count is used as is.
   uint32_t num_threads = 0;
-  // Cores the tuner may use; 0: the cores in the affinity mask and cgroup
-  // quota, minus one for the training thread, at least 1.
+  // Cores the tuner may use. 0: AvailableCores(), shared with the training
+  // loop: the tuner measures the loop's CPU while it steps (outside Next)
+  // and keeps that many cores for it then, lending them to workers while it
+  // waits in Next (docs/tuner.md; TunerMetrics::effective_cpu_budget). A
+  // positive budget is a hard cap on worker threads.
   uint32_t cpu_budget = 0;
 
   // Memory: the RAM budget. Batch buffers, the ops' reserved bytes

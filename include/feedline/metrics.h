@@ -72,6 +72,16 @@ struct FEEDLINE_EXPORT TunerMetrics {
   bool read_ahead_auto = false;
   uint32_t cpu_budget = 0;
   uint64_t ram_budget = 0;       // max_bytes
+  // The training loop's CPU, measured over the tuner's last window (0 before
+  // one closed, or with no tuner): the process's CPU minus the loader's
+  // threads', in cores, on average and while the loop stepped (outside
+  // Next; 0 when it spent under 5% of the time there).
+  double trainer_cpu_cores = 0;
+  double trainer_step_cores = 0;
+  // Worker threads allowed while the loop steps: with an auto cpu_budget,
+  // the cores minus those the step was measured using (all of them are lent
+  // to workers while it waits in Next); otherwise cpu_budget, a hard cap.
+  uint32_t effective_cpu_budget = 0;
   uint32_t threads = 0;          // active now
   uint32_t max_threads = 0;      // started (the budget, or the fixed count)
   uint32_t ring_depth = 0;       // buffers the ring may use now

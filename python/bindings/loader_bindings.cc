@@ -108,6 +108,9 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   tuner["ring_auto"] = t.ring_auto;
   tuner["read_ahead_auto"] = t.read_ahead_auto;
   tuner["cpu_budget"] = t.cpu_budget;
+  tuner["trainer_cpu_cores"] = t.trainer_cpu_cores;
+  tuner["trainer_step_cores"] = t.trainer_step_cores;
+  tuner["effective_cpu_budget"] = t.effective_cpu_budget;
   tuner["ram_budget"] = t.ram_budget;
   tuner["threads"] = t.threads;
   tuner["max_threads"] = t.max_threads;

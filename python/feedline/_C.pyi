@@ -79,7 +79,7 @@ class LoaderOptions:
     drop_last: bool
     start_epoch: int
     num_threads: int  # 0: auto (the tuner)
-    cpu_budget: int  # 0: the cores available, minus one
+    cpu_budget: int  # 0: auto, every core; the loop keeps, while it steps, the cores it is measured using
     ring_depth: int  # 0: auto
     auto_ring_start: int
     max_bytes: int  # the RAM budget; 0: a quarter of available memory

@@ -1,6 +1,8 @@
 #include "src/core/cpu.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <charconv>
@@ -151,7 +153,24 @@ uint32_t AvailableCores() {
   return std::max<uint32_t>(1, n);
 }
 
-uint32_t DefaultCpuBudget() { return std::max<uint32_t>(1, AvailableCores() - 1); }
+namespace {
+uint64_t ReadClockNs(clockid_t id) {
+  timespec ts{};
+  if (clock_gettime(id, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+uint64_t ProcessCpuNs() { return ReadClockNs(CLOCK_PROCESS_CPUTIME_ID); }
+uint64_t ThreadCpuNs() { return ReadClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+ThreadCpuClock ThreadCpuClock::Current() {
+  ThreadCpuClock c;
+  c.valid_ = pthread_getcpuclockid(pthread_self(), &c.id_) == 0;
+  return c;
+}
+
+uint64_t ThreadCpuClock::ReadNs() const { return valid_ ? ReadClockNs(id_) : 0; }
 
 uint64_t AvailableMemoryBytes() {
   uint64_t avail = detail::ParseMeminfoAvailable(ReadSmallFile("/proc/meminfo"));

@@ -1,7 +1,10 @@
 // How many cores and how much memory this process may use: the defaults of
-// the loader's CPU and RAM budgets (docs/tuner.md).
+// the loader's CPU and RAM budgets (docs/tuner.md); and the CPU clocks the
+// tuner reads to see how much of them the training loop uses.
 #ifndef FEEDLINE_SRC_CORE_CPU_H_
 #define FEEDLINE_SRC_CORE_CPU_H_
+
+#include <time.h>
 
 #include <cstdint>
 #include <string_view>
@@ -14,9 +17,28 @@ namespace feedline::core {
 // cfs_quota_us / cfs_period_us), rounded up, at least 1.
 uint32_t AvailableCores();
 
-// The loader's default CPU budget: AvailableCores() minus one for the
-// training thread, at least 1.
-uint32_t DefaultCpuBudget();
+// CPU time consumed so far, in nanoseconds (monotonic; 0 if the clock
+// cannot be read): by the whole process (every thread, live or exited), and
+// by the calling thread.
+uint64_t ProcessCpuNs();
+uint64_t ThreadCpuNs();
+
+// The CPU clock of one thread, readable from any thread while that thread
+// lives (pthread_getcpuclockid). Reading it after the thread exited is the
+// caller's bug: the clock may name a new thread by then.
+class ThreadCpuClock {
+ public:
+  // The calling thread's clock.
+  static ThreadCpuClock Current();
+  ThreadCpuClock() = default;
+  bool valid() const { return valid_; }
+  // Nanoseconds of CPU the thread has used; 0 if not valid or unreadable.
+  uint64_t ReadNs() const;
+
+ private:
+  clockid_t id_ = CLOCK_THREAD_CPUTIME_ID;
+  bool valid_ = false;
+};
 
 // Memory the process could still take: MemAvailable from /proc/meminfo,
 // capped by the tightest memory.max - memory.current of its cgroup and its

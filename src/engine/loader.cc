@@ -102,7 +102,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
 
   if (options.max_bytes == 0) options.max_bytes = core::DefaultRamBudget(kDefaultRamFraction);
-  if (options.cpu_budget == 0) options.cpu_budget = core::DefaultCpuBudget();
+  // An auto CPU budget is every core available: the tuner measures how much
+  // of a core the training loop uses and keeps that for it (docs/tuner.md).
+  const bool cpu_budget_auto = options.cpu_budget == 0;
+  if (cpu_budget_auto) options.cpu_budget = core::AvailableCores();
   detail::PipelineDemand demand;
   {
     const detail::BatchLayout layout = detail::BatchLayout::Make(options.batch_size, pipeline.fields);
@@ -120,7 +123,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
     }
     demand.charges_scratch |= op->ChargesScratch();
   }
-  FEEDLINE_ASSIGN_OR_RETURN(const detail::Parallelism par, detail::PlanParallelism(demand, options));
+  FEEDLINE_ASSIGN_OR_RETURN(detail::Parallelism par, detail::PlanParallelism(demand, options));
+  par.lend_trainer_cores = cpu_budget_auto && par.threads_auto;
   const uint32_t threads = par.max_threads;
   if (options.allocator == nullptr) options.allocator = NewHostAllocator();
 

@@ -35,6 +35,8 @@ LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler
   }
   MutexLock l(&mu_);
   active_threads_ = par_.initial_threads;
+  step_threads_ = num_threads_;
+  worker_clocks_.resize(num_threads_);
   ring_depth_ = par_.initial_ring_depth;
   epoch_ = options_.start_epoch;
   InstallPlan();
@@ -87,6 +89,8 @@ bool LoaderCore::InstallNextPlan(std::shared_ptr<const EpochPlan> plan, uint64_t
 LoaderCore::Claim LoaderCore::CheckClaim(size_t worker) const {
   if (cancelled_.load(std::memory_order_relaxed) || !stopped_.ok()) return Claim::kExit;
   if (worker >= active_threads_) return Claim::kParked;
+  // A core lent while the consumer waits goes back when it steps.
+  if (worker >= step_threads_ && !consumer_waiting_) return Claim::kParked;
   if (draining_ || claim_plan_ == nullptr) return Claim::kNoInput;
   if (next_claim_ >= claim_plan_->ids.size()) {
     // Every sample of the epoch being delivered is claimed: one epoch ahead
@@ -139,6 +143,7 @@ void LoaderCore::WorkerLoop(size_t worker) {
   std::vector<void*> outputs(pipeline_.fields.size());
 
   MutexLock l(&mu_);
+  worker_clocks_[worker] = core::ThreadCpuClock::Current();
   while (true) {
     Claim claim = CheckClaim(worker);
     while (claim == Claim::kNoInput || claim == Claim::kNoBuffer || claim == Claim::kParked) {
@@ -212,6 +217,9 @@ void LoaderCore::WorkerLoop(size_t worker) {
     }
     if (--active_samples_ == 0 && draining_) drained_cv_.SignalAll();
   }
+  // The tuner reads live clocks only (under mu_): this one is gone from now.
+  worker_clocks_[worker] = core::ThreadCpuClock();
+  exited_worker_cpu_ns_ += core::ThreadCpuNs();
 }
 
 bool LoaderCore::ConsumerHoldsAllBuffers() const {
@@ -252,6 +260,13 @@ void LoaderCore::Stop(Status status) {
 }
 
 Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, bool* timed_out) {
+  // The consumer thread's CPU inside Next: the tuner counts the rest of the
+  // training loop's CPU as its step (docs/tuner.md, "The trainer's cores").
+  struct CpuInNext {
+    std::atomic<uint64_t>* sum;
+    uint64_t start = core::ThreadCpuNs();
+    ~CpuInNext() { sum->fetch_add(core::ThreadCpuNs() - start, std::memory_order_relaxed); }
+  } cpu_in_next{&consumer_next_cpu_ns_};
   *batch = Batch();
   *end_of_epoch = false;
   if (timed_out != nullptr) *timed_out = false;
@@ -298,7 +313,14 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
           continue;
         }
         consumer_wait_ns_ += NowNs() - t0;
+        consumer_waiting_ = false;
         return ConsumerHoldsAllBuffersError();
+      }
+      if (!consumer_waiting_) {
+        // The consumer idles: lend its cores (a timed-out NextFor keeps them
+        // lent; the caller is still waiting for this batch).
+        consumer_waiting_ = true;
+        if (step_threads_ < active_threads_) work_cv_.SignalAll();
       }
       int64_t wait_ns = -1;  // forever
       if (options_.stall_timeout_ms != 0) {
@@ -327,6 +349,7 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
       }
     }
     consumer_wait_ns_ += NowNs() - t0;
+    consumer_waiting_ = false;
     if (!stopped_.ok()) return stopped_;
 
     Slot slot = std::move(inflight_.front());

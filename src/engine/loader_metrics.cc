@@ -49,6 +49,9 @@ MetricsSnapshot LoaderCore::Metrics() const {
   t.ring_auto = par_.ring_auto;
   t.read_ahead_auto = par_.read_ahead;
   t.cpu_budget = par_.cpu_budget;
+  t.trainer_cpu_cores = trainer_cores_;
+  t.trainer_step_cores = trainer_step_cores_;
+  t.effective_cpu_budget = par_.lend_trainer_cores ? step_threads_ : par_.cpu_budget;
   t.ram_budget = options_.max_bytes;
   t.threads = active_threads_;
   t.max_threads = num_threads_;

@@ -10,6 +10,7 @@
 
 #include "src/core/check.h"
 #include "src/core/clock.h"
+#include "src/core/cpu.h"
 
 namespace feedline {
 
@@ -31,6 +32,9 @@ struct LoaderCore::Totals {
   uint64_t fetches = 0;
   uint64_t fetch_ns = 0;
   uint64_t fetched_bytes = 0;
+  uint64_t process_cpu_ns = 0;
+  uint64_t loader_cpu_ns = 0;  // workers (live and exited) and the tuner thread
+  uint64_t consumer_next_cpu_ns = 0;
 };
 
 LoaderCore::Totals LoaderCore::ReadTotals() const {
@@ -44,10 +48,18 @@ LoaderCore::Totals LoaderCore::ReadTotals() const {
   t.fetches = ra.fetches;
   t.fetch_ns = ra.fetch_ns;
   t.fetched_bytes = ra.fetched_bytes;
+  // Called on the tuner thread: its own clock is the tuner's CPU.
+  const uint64_t tuner_cpu = core::ThreadCpuNs();
   MutexLock l(&mu_);
   t.now_ns = NowNs();
   t.consumer_wait_ns = consumer_wait_ns_;
   t.batches = batches_delivered_;
+  t.consumer_next_cpu_ns = consumer_next_cpu_ns_.load(std::memory_order_relaxed);
+  // The process first: a worker's CPU accrued between the two readings
+  // counts as the loader's, never as the trainer's.
+  t.process_cpu_ns = core::ProcessCpuNs();
+  t.loader_cpu_ns = exited_worker_cpu_ns_ + tuner_cpu;
+  for (const core::ThreadCpuClock& c : worker_clocks_) t.loader_cpu_ns += c.ReadNs();
   return t;
 }
 
@@ -59,6 +71,7 @@ detail::TunerConfig LoaderCore::CurrentConfig() const {
   MutexLock l(&mu_);
   c.threads = active_threads_;
   c.ring_depth = ring_depth_;
+  c.reserved_cores = reserved_cores_;
   return c;
 }
 
@@ -150,9 +163,14 @@ detail::TunerConfig LoaderCore::Apply(const detail::TunerConfig& from, detail::T
   for (std::string& line : why) Log(std::move(line));
   if (par_.threads_auto) active_threads_ = std::clamp<uint32_t>(to.threads, 1, num_threads_);
   if (par_.ring_auto) ring_depth_ = std::clamp(to.ring_depth, ring_depth_, max_ring_depth_);
+  if (par_.lend_trainer_cores) {
+    reserved_cores_ = std::min(to.reserved_cores, num_threads_ - 1);
+    step_threads_ = num_threads_ - reserved_cores_;
+  }
   work_cv_.SignalAll();
   to.threads = active_threads_;
   to.ring_depth = ring_depth_;
+  to.reserved_cores = reserved_cores_;
   return to;
 }
 
@@ -163,6 +181,8 @@ void LoaderCore::TunerLoop() {
   lim.max_threads = num_threads_;
   lim.max_ring_depth = max_ring_depth_;
   lim.batch_size = options_.batch_size;
+  lim.lend_trainer_cores = par_.lend_trainer_cores;
+  lim.cores = par_.lend_trainer_cores ? num_threads_ : core::AvailableCores();
   if (par_.read_ahead) {  // exactly one: the sum is that one
     const ReadAheadMetrics ra = ReadAheadSum();
     lim.tune_read_ahead = true;
@@ -194,10 +214,22 @@ void LoaderCore::TunerLoop() {
     w.fetches = now.fetches - prev.fetches;
     w.fetch_s = static_cast<double>(now.fetch_ns - prev.fetch_ns) / 1e9;
     w.fetched_bytes = now.fetched_bytes - prev.fetched_bytes;
+    // Process CPU minus the loader's: the training loop's (its thread, and
+    // any it starts, such as torch's intra-op pool).
+    const double process_s = static_cast<double>(now.process_cpu_ns - prev.process_cpu_ns) / 1e9;
+    const double loader_s =
+        static_cast<double>(static_cast<int64_t>(now.loader_cpu_ns - prev.loader_cpu_ns)) / 1e9;
+    w.trainer_cpu_s = std::max(0.0, process_s - loader_s);
+    w.trainer_cpu_in_next_s = static_cast<double>(now.consumer_next_cpu_ns - prev.consumer_next_cpu_ns) / 1e9;
     prev = now;
     const detail::TunerConfig current = CurrentConfig();
     std::vector<std::string> why;
     const detail::TunerConfig next = policy.Step(w, current, &why);
+    {
+      MutexLock l(&mu_);
+      trainer_cores_ = policy.trainer_cores();
+      trainer_step_cores_ = policy.trainer_step_cores();
+    }
     policy.Applied(Apply(current, next, std::move(why)));
   }
 }

@@ -86,6 +86,46 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
   return n;
 }
 
+uint32_t TunerPolicy::TuneTrainerCores(const TunerWindow& w, uint32_t reserved,
+                                       std::vector<std::string>* why) {
+  const double cores = static_cast<double>(std::max<uint32_t>(1, limits_.cores));
+  const double out_s = w.wall_s - w.consumer_wait_s;
+  const bool steps = out_s > kMinStepShare * w.wall_s;
+  const double c = trainer_step_cores_;
+  // At least one worker runs while the loop steps.
+  const auto most = static_cast<uint32_t>(cores) - 1;
+  auto say = [&](uint32_t to, const char* what) {
+    if (why == nullptr) return;
+    why->push_back(Format("cpu budget %u -> %u threads while the loop steps: it used %.2f cores outside Next "
+                          "(%.0f%% of the time)%s; %u while it waits",
+                          static_cast<uint32_t>(cores) - reserved, static_cast<uint32_t>(cores) - to, c,
+                          100 * out_s / w.wall_s, what, static_cast<uint32_t>(cores)));
+  };
+  // The cores a step using c needs: the smallest k with c <= k - 1 + kTrainerRaise.
+  const uint32_t need = c > kTrainerRaise
+                            ? std::min(most, static_cast<uint32_t>(std::ceil(c - kTrainerRaise)))
+                            : 0;
+  if (need > reserved) {
+    trainer_low_windows_ = 0;
+    if (trainer_lowered_) trainer_lower_after_ = std::min(trainer_lower_after_ * 2, 1024);
+    trainer_lowered_ = false;
+    say(need, "");
+    return need;
+  }
+  if (reserved > 0 && c < static_cast<double>(reserved) - 1 + kTrainerLower) {
+    if (++trainer_low_windows_ >= trainer_lower_after_) {
+      trainer_low_windows_ = 0;
+      trainer_lowered_ = true;
+      const uint32_t to = reserved - 1;
+      say(to, steps ? "" : ": it barely steps, its core is lent");
+      return to;
+    }
+  } else {
+    trainer_low_windows_ = 0;
+  }
+  return reserved;
+}
+
 void TunerPolicy::Applied(const TunerConfig& applied) {
   if (last_added_from_ != 0 && applied.threads <= last_added_from_) {
     ceiling_ = std::max<uint32_t>(1, applied.threads);
@@ -113,6 +153,14 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
   if (limits_.tune_threads && service > 0) {
     next.threads = TuneThreads(w, current, starve, demand, service, why);
   }
+  {
+    // What the training loop used: on average, and while it stepped.
+    const double cores = static_cast<double>(std::max<uint32_t>(1, limits_.cores));
+    trainer_cores_ = std::clamp(w.trainer_cpu_s / w.wall_s, 0.0, cores);
+    const double step_cpu = std::max(0.0, w.trainer_cpu_s - w.trainer_cpu_in_next_s);
+    trainer_step_cores_ = own_s > kMinStepShare * w.wall_s ? std::clamp(step_cpu / own_s, 0.0, cores) : 0.0;
+  }
+  if (limits_.lend_trainer_cores) next.reserved_cores = TuneTrainerCores(w, current.reserved_cores, why);
 
   if (limits_.tune_ring && starve > kStarved && current.ring_depth < limits_.max_ring_depth) {
     const double blocked = w.blocked_output_s / std::max(1e-9, w.busy_s + w.blocked_output_s);

@@ -456,7 +456,15 @@ TEST(CpuBudgetTest, ParsesCgroupAndMeminfo) {
             20u * 1024);
   EXPECT_EQ(core::detail::ParseCgroupMemoryValue("max\n"), 0u);
   EXPECT_EQ(core::detail::ParseCgroupMemoryValue("1048576\n"), 1048576u);
-  EXPECT_GE(core::DefaultCpuBudget(), 1u);
+  EXPECT_GE(core::AvailableCores(), 1u);
+  // The CPU clocks the tuner reads move forward with work done.
+  const uint64_t process = core::ProcessCpuNs(), thread = core::ThreadCpuNs();
+  volatile uint64_t x = 0;
+  while (core::ThreadCpuNs() < thread + 2000000) x = x + 1;
+  EXPECT_GE(core::ThreadCpuNs(), thread + 2000000);
+  EXPECT_GE(core::ProcessCpuNs(), process + 2000000);
+  EXPECT_GT(core::ThreadCpuClock::Current().ReadNs(), 0u);
+  EXPECT_EQ(core::ThreadCpuClock().ReadNs(), 0u);
   EXPECT_GE(core::DefaultRamBudget(kDefaultRamFraction), uint64_t{64} << 20);
 }
 

@@ -27,6 +27,7 @@
 #include "feedline/metrics.h"
 #include "feedline/sample.h"
 #include "feedline/sampler.h"
+#include "src/core/cpu.h"
 #include "src/core/mutex.h"
 #include "src/engine/detail/batch_data.h"
 #include "src/engine/detail/error_ledger.h"
@@ -173,10 +174,25 @@ class LoaderCore final : public detail::BufferHome,
   // What the tuner controls (constant unless auto).
   uint32_t active_threads_ GUARDED_BY(mu_) = 1;  // workers with a higher index park
   uint32_t ring_depth_ GUARDED_BY(mu_) = 1;      // buffers the ring may allocate now
+  // Workers with an index from step_threads_ up park while the consumer is
+  // outside Next (it steps): the cores it uses are lent to them only while
+  // it waits (docs/tuner.md, "The trainer's cores"). num_threads_ unless
+  // par_.lend_trainer_cores.
+  uint32_t step_threads_ GUARDED_BY(mu_) = 1;
+  uint32_t reserved_cores_ GUARDED_BY(mu_) = 0;
+  bool consumer_waiting_ GUARDED_BY(mu_) = false;  // inside Next, waiting for a batch
   std::deque<std::string> tuner_log_ GUARDED_BY(mu_);
   uint64_t tuner_windows_ GUARDED_BY(mu_) = 0;
   uint64_t tuner_changes_ GUARDED_BY(mu_) = 0;
   mutable uint64_t peak_charged_ GUARDED_BY(mu_) = 0;  // sampled at each snapshot and window
+
+  // The CPU clocks the tuner reads (docs/tuner.md): each live worker's,
+  // the CPU of those that exited, and the consumer thread's CPU inside Next.
+  std::vector<core::ThreadCpuClock> worker_clocks_ GUARDED_BY(mu_);
+  uint64_t exited_worker_cpu_ns_ GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> consumer_next_cpu_ns_{0};
+  double trainer_cores_ GUARDED_BY(mu_) = 0;       // last window
+  double trainer_step_cores_ GUARDED_BY(mu_) = 0;  // last window
 
   // Metrics.
   uint64_t batches_started_ GUARDED_BY(mu_) = 0;

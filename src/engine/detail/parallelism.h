@@ -28,6 +28,11 @@ struct Parallelism {
   bool threads_auto = false;
   bool ring_auto = false;
   bool read_ahead = false;       // an op has a read-ahead to size
+  // cpu_budget was auto and so are the threads: cpu_budget is every core
+  // available, and the tuner keeps for the training loop, while it steps,
+  // the cores it measures the loop using (docs/tuner.md, "The trainer's
+  // cores"). Set by Loader::Create, which resolves the budget.
+  bool lend_trainer_cores = false;
 };
 
 // What the pipeline asks of the budget, read off its ops and fields.
