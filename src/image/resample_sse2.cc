@@ -24,8 +24,8 @@ void HorizontalSse2Pixels(const __m128i* pairs, const AxisPlan& h, int32_t col_b
     const __m128i* p = pairs + (h.start[x] - col_begin);
     const int32_t* w = &h.pairs[size_t{x} * pc * 4];
     __m128i acc = _mm_set1_epi32(1 << 13);
-    const int n = kPairs > 0 ? kPairs : static_cast<int>(pc);
-    for (int j = 0; j < n; ++j) {
+    const size_t n = kPairs > 0 ? static_cast<size_t>(kPairs) : pc;
+    for (size_t j = 0; j < n; ++j) {
       const __m128i wj = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 4 * j));
       acc = _mm_add_epi32(acc, _mm_madd_epi16(p[2 * j], wj));
     }
