@@ -99,8 +99,9 @@ FEEDLINE_EXPORT Status DataLossError(std::string_view message);
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status status);                      // NOLINT(google-explicit-constructor)
+  // Implicit on purpose: `return value;` and `return status;` both build a Result.
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor): see above
+  Result(Status status);                      // NOLINT(google-explicit-constructor): see above
 
   bool ok() const { return v_.index() == 0; }
   // OK when a value is held.
