@@ -13,6 +13,8 @@ PACKAGES=(
   libbenchmark-dev  # bench/micro
   clang             # TSan/-Wthread-safety build and libFuzzer harnesses
   libclang-rt-14-dev
+  clang-tidy        # make lint-cc (14, as clang): .clang-tidy over src/
+  clang-format      # make lint-cc and make format: .clang-format
   libjpeg62-turbo-dev  # JPEG decode (crop + DCT scaling) and encode (dataset generator)
   libspng-dev          # PNG decode/encode with size and chunk limits
   libwebp-dev          # WebP decode (still images)

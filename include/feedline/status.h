@@ -99,8 +99,9 @@ FEEDLINE_EXPORT Status DataLossError(std::string_view message);
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status status);                      // NOLINT(google-explicit-constructor)
+  // Implicit on purpose: `return value;` and `return status;` both build a Result.
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor): see above
+  Result(Status status);                      // NOLINT(google-explicit-constructor): see above
 
   bool ok() const { return v_.index() == 0; }
   // OK when a value is held.
@@ -159,9 +160,12 @@ void Result<T>::CheckOk() const {
 // FEEDLINE_ASSIGN_OR_RETURN(auto x, MakeX()); returns the error if MakeX failed.
 #define FEEDLINE_ASSIGN_OR_RETURN(lhs, expr) \
   FEEDLINE_ASSIGN_OR_RETURN_IMPL_(FEEDLINE_CONCAT_(feedline_result_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): lhs is a declaration ("auto x")
+// and tmp a fresh identifier; parentheses around either would not compile.
 #define FEEDLINE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                    \
   if (!tmp.ok()) return tmp.status();                   \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // FEEDLINE_STATUS_H_

@@ -49,7 +49,7 @@ struct Layout {
   uint32_t bits = 0;
   size_t stride = 0;        // bytes per stored row (4-byte aligned)
   size_t pixel_offset = 0;  // of the first stored row
-  std::array<uint8_t, 256 * 3> palette;  // RGB; indices past the table: gray (i, i, i), as PIL
+  std::array<uint8_t, size_t{256} * 3> palette;  // RGB; indices past the table: gray (i, i, i), as PIL
   std::array<Channel, 3> channels{};       // R, G, B for 16/32-bit
 };
 
@@ -116,7 +116,7 @@ Status Parse(std::span<const uint8_t> b, const DecodeLimits& limits, Layout* l) 
       pos += compression == kBiAlphaBitfields ? 16 : 12;
       if (b.size() < pos) return DataLossError("corrupt BMP: truncated bitfield masks");
     }
-    for (int c = 0; c < 3; ++c) {
+    for (size_t c = 0; c < 3; ++c) {
       FEEDLINE_ASSIGN_OR_RETURN(l->channels[c], MaskChannel(U32(&b[masks_at + 4 * c])));
     }
   } else if (l->bits == 16) {  // BI_RGB 16-bit is 5-5-5
@@ -125,7 +125,7 @@ Status Parse(std::span<const uint8_t> b, const DecodeLimits& limits, Layout* l) 
     l->channels = {Channel{16, 255}, Channel{8, 255}, Channel{0, 255}};
   }
   if (l->bits <= 8) {
-    for (uint32_t i = 0; i < 256; ++i) {
+    for (size_t i = 0; i < 256; ++i) {
       l->palette[3 * i] = l->palette[3 * i + 1] = l->palette[3 * i + 2] = static_cast<uint8_t>(i);
     }
     if (colors == 0 || header_size == 12) colors = 1u << l->bits;
@@ -135,7 +135,7 @@ Status Parse(std::span<const uint8_t> b, const DecodeLimits& limits, Layout* l) 
     if (b.size() - pos < size_t{colors} * entry_bytes) {
       return DataLossError("corrupt BMP: truncated palette");
     }
-    for (uint32_t i = 0; i < colors; ++i) {  // stored B, G, R (, reserved)
+    for (size_t i = 0; i < colors; ++i) {  // stored B, G, R (, reserved)
       const uint8_t* e = &b[pos + i * entry_bytes];
       l->palette[3 * i] = e[2];
       l->palette[3 * i + 1] = e[1];
@@ -186,7 +186,7 @@ Status BmpDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
         for (size_t x = 0; x < w; ++x) {
           const uint32_t shift = 8 - l.bits * (1 + x % per_byte);
           const uint32_t index = (src[x / per_byte] >> shift) & mask;
-          std::memcpy(dst + 3 * x, &l.palette[3 * index], 3);
+          std::memcpy(dst + 3 * x, &l.palette[size_t{3} * index], 3);
         }
         break;
       }

@@ -1,6 +1,7 @@
 // Format sniffing and the whole-image decode entry points of image.h.
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "feedline/image.h"
 #include "src/image/decode_internal.h"
@@ -26,15 +27,17 @@ std::string_view ImageFormatName(ImageFormat format) {
 }
 
 ImageFormat SniffImageFormat(std::span<const uint8_t> b) {
-  auto starts = [&b](const char* magic, size_t n) {
-    return b.size() >= n && std::memcmp(b.data(), magic, n) == 0;
+  // string_view literals keep their embedded NULs and count their own length.
+  using namespace std::string_view_literals;
+  auto starts = [&b](std::string_view magic) {
+    return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
   };
-  if (starts("\xFF\xD8\xFF", 3)) return ImageFormat::kJpeg;
-  if (starts("\x89PNG\r\n\x1A\n", 8)) return ImageFormat::kPng;
-  if (starts("GIF87a", 6) || starts("GIF89a", 6)) return ImageFormat::kGif;
-  if (starts("BM", 2)) return ImageFormat::kBmp;
-  if (starts("II*\0", 4) || starts("MM\0*", 4)) return ImageFormat::kTiff;
-  if (starts("RIFF", 4) && b.size() >= 12 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
+  if (starts("\xFF\xD8\xFF"sv)) return ImageFormat::kJpeg;
+  if (starts("\x89PNG\r\n\x1A\n"sv)) return ImageFormat::kPng;
+  if (starts("GIF87a"sv) || starts("GIF89a"sv)) return ImageFormat::kGif;
+  if (starts("BM"sv)) return ImageFormat::kBmp;
+  if (starts("II*\0"sv) || starts("MM\0*"sv)) return ImageFormat::kTiff;
+  if (starts("RIFF"sv) && b.size() >= 12 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
     return ImageFormat::kWebp;
   }
   // Netpbm: P1..P6 and a whitespace byte (P7, PAM, is not decoded).
@@ -42,7 +45,7 @@ ImageFormat SniffImageFormat(std::span<const uint8_t> b) {
       (b[2] == ' ' || b[2] == '\t' || b[2] == '\n' || b[2] == '\r')) {
     return ImageFormat::kPnm;
   }
-  if (starts("%PDF", 4)) return ImageFormat::kPdf;
+  if (starts("%PDF"sv)) return ImageFormat::kPdf;
   return ImageFormat::kUnknown;
 }
 

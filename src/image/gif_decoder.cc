@@ -123,12 +123,12 @@ Status GifDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
 
   // Palette: the frame's local table, else the global one. Entries past
   // the table (or all, without one) are gray levels, as in PIL's palettes.
-  std::array<uint8_t, 256 * 3> pal;
-  for (int i = 0; i < 256; ++i) pal[3 * i] = pal[3 * i + 1] = pal[3 * i + 2] = uint8_t(i);
+  std::array<uint8_t, size_t{256} * 3> pal;
+  for (size_t i = 0; i < 256; ++i) pal[3 * i] = pal[3 * i + 1] = pal[3 * i + 2] = uint8_t(i);
   const ColorMapObject* map = d.ColorMap ? d.ColorMap : g->SColorMap;
   if (map) {
-    const int n = std::clamp(map->ColorCount, 0, 256);
-    for (int i = 0; i < n; ++i) {
+    const auto n = static_cast<size_t>(std::clamp(map->ColorCount, 0, 256));
+    for (size_t i = 0; i < n; ++i) {
       pal[3 * i] = map->Colors[i].Red;
       pal[3 * i + 1] = map->Colors[i].Green;
       pal[3 * i + 2] = map->Colors[i].Blue;

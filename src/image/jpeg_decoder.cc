@@ -341,7 +341,7 @@ Status JpegDecoder::Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1,
       if (dst != src) std::memmove(dst, src, static_cast<size_t>(cw) * 3);
       continue;
     }
-    for (uint32_t x = 0; x < cw; ++x) {
+    for (size_t x = 0; x < cw; ++x) {
       uint32_t c = src[4 * x], m = src[4 * x + 1], y = src[4 * x + 2], k = src[4 * x + 3];
       if (!adobe_inverted) {
         c = 255 - c;

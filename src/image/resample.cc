@@ -169,7 +169,7 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
   };
   for (uint32_t i = 0; i < out_size; ++i) {
     const float* wi = &plan->weights[size_t{i} * taps];
-    for (uint32_t j = 0; j < plan->pair_count; ++j) {
+    for (size_t j = 0; j < plan->pair_count; ++j) {
       const uint16_t lo = q(wi[2 * j]), hi = 2 * j + 1 < taps ? q(wi[2 * j + 1]) : 0;
       const auto packed = static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
       for (int lane = 0; lane < 4; ++lane) plan->pairs[(size_t{i} * plan->pair_count + j) * 4 + lane] = packed;
@@ -299,7 +299,7 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
             size_t x = 0;
             for (; x < ow; ++x) o[x] = acc[x] * mul + add;
           } else {
-            for (uint32_t x = 0; x < ow; ++x) o[x * 3] = acc[x] * mul + add;
+            for (size_t x = 0; x < ow; ++x) o[x * 3] = acc[x] * mul + add;
           }
           break;
         }

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <mutex>
+#include <system_error>
 
 #include "feedline/file.h"
 
@@ -33,8 +33,9 @@ class PosixFile final : public RandomAccessFile {
       const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
+        const int err = errno;  // before the message's allocations
         return UnavailableError("'" + name_ + "': read at offset " + std::to_string(offset + done) +
-                                " failed: " + std::strerror(errno));
+                                " failed: " + std::generic_category().message(err));
       }
       if (got == 0) {
         return DataLossError("'" + name_ + "': truncated: no data at offset " + std::to_string(offset + done) +
@@ -119,7 +120,7 @@ Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
   if (fd < 0 && errno == EMFILE && RaiseDescriptorLimit()) fd = ::open(name.c_str(), kFlags);
   if (fd < 0) {
     const int err = errno;
-    const std::string msg = "cannot open '" + name + "': " + std::strerror(err);
+    const std::string msg = "cannot open '" + name + "': " + std::generic_category().message(err);
     if (err == EMFILE || err == ENFILE) {
       rlimit lim{};
       getrlimit(RLIMIT_NOFILE, &lim);
@@ -132,7 +133,7 @@ Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return UnavailableError("cannot stat '" + name + "': " + std::strerror(err));
+    return UnavailableError("cannot stat '" + name + "': " + std::generic_category().message(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);

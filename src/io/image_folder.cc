@@ -110,6 +110,7 @@ Status ListDirectory(const std::string& path, std::vector<Listed>* out) {
   }
   while (true) {
     errno = 0;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir races only on a shared stream.
     const dirent* e = ::readdir(dir.get());
     if (e == nullptr) {
       if (errno != 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));

@@ -2,9 +2,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "feedline/shard.h"
 #include "feedline/shard_format.h"
@@ -25,7 +25,7 @@ void PutFixed32(std::string* dst, uint32_t v) {
 }
 
 Status IoError(const std::string& what, const std::string& file, int err) {
-  const std::string msg = what + " '" + file + "': " + std::strerror(err);
+  const std::string msg = what + " '" + file + "': " + std::generic_category().message(err);
   if (err == ENOSPC || err == EDQUOT) return ResourceExhaustedError(msg + " (disk full)");
   return UnavailableError(msg);
 }
