@@ -130,7 +130,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
 
   auto impl = std::make_unique<Impl>();
   impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options),
-                                            std::move(sampler), par);
+                                            sampler, par);
   impl->core->NotifyPlan();  // before the workers start: read-ahead can begin with them
   impl->threads.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {

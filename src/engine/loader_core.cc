@@ -21,7 +21,7 @@ using detail::kTunerLogLines;
 LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, Parallelism par)
     : pipeline_(std::move(pipeline)),
       options_(std::move(options)),
-      sampler_(std::move(sampler)),
+      sampler_(sampler),
       layout_(std::make_shared<detail::BatchLayout>(
           detail::BatchLayout::Make(options_.batch_size, pipeline_.fields))),
       par_(par),

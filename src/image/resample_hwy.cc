@@ -316,7 +316,7 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
     const int16_t* w = reinterpret_cast<const int16_t*>(&h.pairs[size_t{x} * pc * 4]);
     V32 sum0 = hn::Set(d32, 1 << 13), sum1 = hn::Zero(d32);
     for (uint32_t j = 0; j < pc; ++j) {
-      const auto pj = hn::LoadU(d16, p + size_t{2 * j} * group * 8);
+      const auto pj = hn::LoadU(d16, p + size_t{2} * j * group * 8);
       const auto wj = hn::LoadDup128(d16, w + size_t{j} * 8);
       sum0 = hn::ReorderWidenMulAccumulate(d32, pj, wj, sum0, sum1);
     }
