@@ -228,6 +228,7 @@ Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimit
   // e.g. over its scratch budget) leaves libjpeg mid-stream: reset it.
   if (s.header_read) jpeg_abort_decompress(&s.cinfo);
   s.header_read = false;
+  has_restarts_ = false;
   FEEDLINE_ASSIGN_OR_RETURN(FrameHeader frame, ReadFrameHeader(bytes));
   if (frame.sof == 0xC3 || frame.sof == 0xC7 || frame.sof == 0xCB || frame.sof == 0xCF) {
     return UnimplementedError("unsupported JPEG: lossless (SOF" + std::to_string(frame.sof - 0xC0) +
