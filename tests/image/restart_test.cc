@@ -368,5 +368,33 @@ TEST(RestartDecodeTest, CorruptIntervalInTheWindowFallsBackToTheWholeFileResult)
   EXPECT_FALSE(s.ok());
 }
 
+TEST(RestartDecodeTest, EveryTruncationAndByteFlipIsSafe) {
+  // The index and the window are built from untrusted bytes: each cut and
+  // each flipped byte gives pixels or an error, never a crash (ASan).
+  const std::vector<uint8_t> t = MustTranscode(Encode(Photo("coffee.png", 70, 52), {}), 1);
+  ImageTransform tr = ImageNetTrain(8);
+  tr.dtype = DType::kUInt8;
+  const CropBox box{30, 20, 30, 30, 0, 0, 30, 30, false};
+  std::vector<uint8_t> out(ImageField(tr).SampleBytes());
+  ASSERT_TRUE(TransformImage(t, tr, box, out.data()).ok());
+  int errors = 0;
+  for (size_t cut = 0; cut < t.size(); ++cut) {
+    const std::vector<uint8_t> b(t.begin(), t.begin() + static_cast<ptrdiff_t>(cut));
+    errors += !TransformImage(b, tr, box, out.data()).ok();
+  }
+  EXPECT_EQ(errors, static_cast<int>(t.size()));  // no EOI: every cut is an error
+  JpegDecoder d;
+  for (size_t i = 2; i < t.size(); ++i) {
+    for (uint8_t v : {uint8_t{0xFF}, uint8_t{0x00}, static_cast<uint8_t>(t[i] ^ 0x10)}) {
+      std::vector<uint8_t> b = t;
+      b[i] = v;
+      (void)TransformImage(b, tr, box, out.data());
+      image::RgbRegion r;
+      Status st;
+      DecodeRegion(d, b, 8, 30, 20, 60, 50, &r, &st);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace feedline
