@@ -303,3 +303,21 @@ def test_pack_options_are_checked_and_kept_by_merge(feedline_bin, folder, tmp_pa
     pack(feedline_bin, folder, other, "--part", "1/2", "--resume")
     mixed = pack(feedline_bin, "--merge", other, check=False)
     assert mixed.returncode != 0 and "other options" in mixed.stderr
+
+
+def test_resume_refuses_shards_packed_with_other_options(feedline_bin, folder, tmp_path):
+    out = tmp_path / "out"
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--restart-interval", 4)
+    assert [p.name for p in out.iterdir() if p.name.endswith(".options")] == []  # the manifest says it
+    # A finished pack: its manifest names the options.
+    other = pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", check=False)
+    assert other.returncode != 0 and "restart_interval" in other.stderr and "--overwrite" in other.stderr
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", "--restart-interval", 4)
+    # What SIGKILL leaves: shards, the options file written before them, no manifest.
+    (out / "manifest.json").unlink()
+    (out / "manifest.json.options").write_text(json.dumps({"restart_interval": 4}) + "\n")
+    other = pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", "--restart-interval", 8,
+                 check=False)
+    assert other.returncode != 0 and "manifest.json.options" in other.stderr
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", "--restart-interval", 4)
+    assert json.loads((out / "manifest.json").read_text())["pack"] == {"restart_interval": 4}

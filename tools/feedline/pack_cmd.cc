@@ -209,6 +209,30 @@ nlohmann::json PackField(const Options& o) {
   return j;
 }
 
+// Refuses to resume over shards packed with other options than `want`, as
+// recorded by the manifest's "pack" field or a killed run's options file.
+// Neither present (a run of an older feedline): nothing to compare.
+Status CheckResumedOptions(const fs::path& manifest, const fs::path& options, const nlohmann::json& want) {
+  nlohmann::json had;
+  std::string from;
+  if (auto m = ReadRegularFile(manifest.string()); m.ok()) {
+    const nlohmann::json j = nlohmann::json::parse(m->begin(), m->end(), nullptr, false);
+    had = j.is_object() && j.contains("pack") ? j["pack"] : nlohmann::json::object();
+    from = manifest.string();
+  } else if (auto f = ReadRegularFile(options.string()); f.ok()) {
+    had = nlohmann::json::parse(f->begin(), f->end(), nullptr, false);
+    from = options.string();
+  } else {
+    return Status::OK();
+  }
+  if (had != want) {
+    return FailedPreconditionError("cannot --resume: the shards were packed with options " + had.dump() + " (" +
+                                   from + "), this run asks for " + want.dump() +
+                                   "; pass the same options, or --overwrite");
+  }
+  return Status::OK();
+}
+
 // `manifest` (DatasetManifest::ToJson) with the "pack" field added when set.
 std::string WithPackField(const std::string& manifest, const nlohmann::json& pack) {
   if (pack.empty()) return manifest;
@@ -439,6 +463,18 @@ int RunPack(const std::vector<std::string>& args) {
   }
   st = PrepareOutput(out, o);
   if (!st.ok()) return Fail(st);
+  const std::string manifest_name =
+      o.parts > 1 ? "manifest.part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + ".json" : kManifestName;
+  // --resume keeps shards that match the plan; they must also have been
+  // packed with the same options. A finished run says so in its manifest,
+  // a killed one in the options file written before any shard.
+  const fs::path options_path = out / (manifest_name + ".options");
+  if (o.resume) {
+    st = CheckResumedOptions(out / manifest_name, options_path, PackField(o));
+    if (!st.ok()) return Fail(st);
+  }
+  st = WriteFileAtomically(options_path, PackField(o).dump() + "\n");
+  if (!st.ok()) return Fail(st);
 
   std::vector<ShardInfo> infos(plan.size());
   PackCounts counts;
@@ -507,10 +543,9 @@ int RunPack(const std::vector<std::string>& args) {
   m.classes = classes;
   m.shards = infos;
   m.records = end - begin;
-  const std::string manifest_name =
-      o.parts > 1 ? "manifest.part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + ".json" : kManifestName;
   st = WriteFileAtomically(out / manifest_name, WithPackField(m.ToJson(), PackField(o)));
   if (!st.ok()) return Fail(st);
+  fs::remove(options_path, ec);  // the manifest says it now
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t bytes = 0;
   for (const ShardInfo& i : infos) bytes += i.bytes;
