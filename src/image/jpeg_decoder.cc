@@ -228,6 +228,7 @@ Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimit
   // e.g. over its scratch budget) leaves libjpeg mid-stream: reset it.
   if (s.header_read) jpeg_abort_decompress(&s.cinfo);
   s.header_read = false;
+  has_restarts_ = false;
   FEEDLINE_ASSIGN_OR_RETURN(FrameHeader frame, ReadFrameHeader(bytes));
   if (frame.sof == 0xC3 || frame.sof == 0xC7 || frame.sof == 0xCB || frame.sof == 0xCF) {
     return UnimplementedError("unsupported JPEG: lossless (SOF" + std::to_string(frame.sof - 0xC0) +
@@ -263,6 +264,18 @@ Status JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, const DecodeLimit
   info->channels = static_cast<uint32_t>(c.num_components);
   info->progressive = c.progressive_mode;
   s.header_read = true;
+  bytes_ = bytes;
+  // Only files with a DRI pay for the walk over their entropy-coded data,
+  // and what we found must agree with what libjpeg read.
+  has_restarts_ = c.restart_interval > 0 && !c.progressive_mode && !c.arith_code &&
+                  c.comps_in_scan == c.num_components && FindRestartIntervals(bytes, &layout_) &&
+                  layout_.interval == c.restart_interval && layout_.width == c.image_width &&
+                  layout_.height == c.image_height &&
+                  layout_.components == static_cast<uint32_t>(c.num_components);
+  for (int i = 0; has_restarts_ && i < c.num_components; ++i) {
+    has_restarts_ = layout_.h_samp[i] == static_cast<uint32_t>(c.comp_info[i].h_samp_factor) &&
+                    layout_.v_samp[i] == static_cast<uint32_t>(c.comp_info[i].v_samp_factor);
+  }
   return Status::OK();
 }
 
@@ -283,6 +296,8 @@ uint64_t JpegDecoder::DecodeScratchBytes(int scale_num, uint32_t x0, uint32_t y0
   // Decode's row buffer (see there), and libjpeg's per-row buffers: about
   // one iMCU row (16 lines of 16 bytes a pixel, generously).
   uint64_t bytes = (cw + 64) * 4 * rows + uint64_t{sw} * 16 * 16 + (256u << 10);
+  // The window JPEG of the restart path is at most the file.
+  if (has_restarts_) bytes += bytes_.size();
   // A progressive file, or a sequential one whose first scan does not carry
   // every component, is decoded through a full coefficient buffer.
   if (c.progressive_mode || c.buffered_image || c.comps_in_scan < c.num_components) {
@@ -304,6 +319,49 @@ uint64_t JpegDecoder::DecodeScratchBytes(int scale_num, uint32_t x0, uint32_t y0
 void JpegDecoder::TrimScratch() {
   std::vector<uint8_t>().swap(pixels_);
   std::vector<uint8_t>().swap(cmyk_row_);
+  std::vector<uint8_t>().swap(window_);
+  std::vector<size_t>().swap(layout_.begin);
+  std::vector<size_t>().swap(layout_.end);
+}
+
+bool JpegDecoder::DecodeFromRestarts(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1,
+                                     uint32_t y1, RgbRegion* out, bool* reread_ok) {
+  *reread_ok = true;
+  State& s = *state_;
+  const RestartLayout& l = layout_;
+  uint32_t fw = 0, fh = 0;
+  ScaledSize(scale_num, &fw, &fh);
+  x1 = std::min(x1, fw);
+  y1 = std::min(y1, fh);
+  if (x0 >= x1 || y0 >= y1) return false;
+  // One MCU at this scale: each 8x8 block decodes to scale_num^2 pixels.
+  const uint32_t smw = l.mcu_width / 8 * static_cast<uint32_t>(scale_num);
+  const uint32_t smh = l.mcu_height / 8 * static_cast<uint32_t>(scale_num);
+  // The MCUs of the region and one more on every side: libjpeg's fancy
+  // upsampling reads the neighbouring chroma samples, which must be the
+  // image's and not a replicated window edge.
+  McuWindow w;
+  w.col0 = x0 / smw > 0 ? x0 / smw - 1 : 0;
+  w.row0 = y0 / smh > 0 ? y0 / smh - 1 : 0;
+  w.col1 = std::min(l.mcus_x, (x1 + smw - 1) / smw + 1);
+  w.row1 = std::min(l.mcus_y, (y1 + smh - 1) / smh + 1);
+  w = AlignWindow(l, w);
+  if (w.col0 == 0 && w.row0 == 0 && w.col1 == l.mcus_x && w.row1 == l.mcus_y) return false;
+  BuildWindowJpeg(bytes_, l, w, &window_);
+  jpeg_abort_decompress(&s.cinfo);
+  const uint32_t dx = w.col0 * smw, dy = w.row0 * smh;
+  if (ReadHeaderC(&s.cinfo, &s.err, window_.data(), window_.size()) == 0 &&
+      DecodeOpen(scale_num, x0 - dx, y0 - dy, x1 - dx, y1 - dy, out).ok()) {
+    out->x += dx;
+    out->y += dy;
+    out->full_width = fw;
+    out->full_height = fh;
+    return true;
+  }
+  // Back to the whole file; it read before, so it reads again.
+  jpeg_abort_decompress(&s.cinfo);
+  *reread_ok = ReadHeaderC(&s.cinfo, &s.err, bytes_.data(), bytes_.size()) == 0;
+  return false;
 }
 
 Status JpegDecoder::Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
@@ -311,6 +369,19 @@ Status JpegDecoder::Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1,
   State& s = *state_;
   if (!s.header_read) return FailedPreconditionError("JpegDecoder::Decode before ReadHeader");
   s.header_read = false;
+  last_used_restarts_ = false;
+  bool reread_ok = true;
+  if (has_restarts_ && DecodeFromRestarts(scale_num, x0, y0, x1, y1, out, &reread_ok)) {
+    last_used_restarts_ = true;
+    return Status::OK();
+  }
+  if (!reread_ok) return DataLossError(std::string("corrupt JPEG header: ") + s.err.message);
+  return DecodeOpen(scale_num, x0, y0, x1, y1, out);
+}
+
+Status JpegDecoder::DecodeOpen(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                               RgbRegion* out) {
+  State& s = *state_;
   const bool cmyk = s.cinfo.jpeg_color_space == JCS_CMYK || s.cinfo.jpeg_color_space == JCS_YCCK;
   if (StartC(&s.cinfo, &s.err, scale_num, cmyk ? JCS_CMYK : JCS_RGB) != 0) {
     return DataLossError(std::string("corrupt JPEG: ") + s.err.message);

@@ -18,6 +18,7 @@
 
 #include "feedline/image.h"
 #include "feedline/status.h"
+#include "src/image/jpeg_restart.h"
 
 namespace feedline::image {
 
@@ -47,11 +48,22 @@ class JpegDecoder {
   // After ReadHeader: decodes columns [x0, x1) and rows [y0, y1) of the image
   // scaled by scale_num/8 (1..8). Columns may widen to iMCU boundaries.
   // `out->pixels` points into this decoder's scratch until the next call.
+  // A file whose restart markers tile the MCU rows (jpeg_restart.h) is
+  // decoded from a smaller JPEG of only the intervals around the region,
+  // with the same pixels; if that fails for any reason the whole file is
+  // decoded as without markers, so the result (pixels or error) is the
+  // same either way.
   Status Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
                 RgbRegion* out);
 
+  // True if the last successful Decode read only restart intervals.
+  bool last_decode_used_restarts() const { return last_used_restarts_; }
+
   // Bytes of pixel scratch held (libjpeg's own pools are per decode).
-  uint64_t scratch_bytes() const { return pixels_.capacity() + cmyk_row_.capacity(); }
+  uint64_t scratch_bytes() const {
+    return pixels_.capacity() + cmyk_row_.capacity() + window_.capacity() +
+           (layout_.begin.capacity() + layout_.end.capacity()) * sizeof(size_t);
+  }
   // After ReadHeader: what Decode with these arguments allocates, at most:
   // our pixel rows and libjpeg's buffers, which for a progressive file hold
   // every DCT coefficient of the image. For charging it to a budget first.
@@ -60,10 +72,24 @@ class JpegDecoder {
   void TrimScratch();
 
  private:
+  // The rows and columns of the image now open in libjpeg.
+  Status DecodeOpen(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                    RgbRegion* out);
+  // Decodes the region from the restart intervals around it; false (with
+  // libjpeg reset to the whole file, `*reread_ok` saying if that worked)
+  // if that path does not apply or fails.
+  bool DecodeFromRestarts(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                          RgbRegion* out, bool* reread_ok);
+
   struct State;
   std::unique_ptr<State> state_;
   std::vector<uint8_t> pixels_;
   std::vector<uint8_t> cmyk_row_;
+  std::span<const uint8_t> bytes_;  // the file of the last ReadHeader
+  RestartLayout layout_;
+  bool has_restarts_ = false;  // layout_ describes bytes_
+  bool last_used_restarts_ = false;
+  std::vector<uint8_t> window_;  // the JPEG of the intervals around a region
 };
 
 }  // namespace feedline::image

@@ -213,3 +213,111 @@ def test_read_ahead_changes_nothing_but_counts_against_the_budget(feedline_bin, 
         assert torch.equal(a, b)
     with pytest.raises(feedline.ResourceError, match="reserved bytes \\(read-ahead\\)"):
         feedline.Loader(out, batch_size=16, max_bytes=1 << 20, read_ahead_bytes=1 << 20)
+
+
+def records(out):
+    """Every record's bytes and label, in order, through RecordLoader."""
+    import feedline
+    got = []
+    for data, lengths, labels in feedline.RecordLoader(out, batch_size=16, shuffle=False, num_threads=1,
+                                                       max_record_bytes=4 << 20):
+        for row, n, label in zip(data, lengths, labels):
+            got.append((bytes(row[:int(n)].numpy().tobytes()), int(label)))
+    return got
+
+
+def has_dri(jpeg):
+    """True if the JPEG's header holds a restart interval (DRI, FFDD)."""
+    i = 2
+    while i + 4 <= len(jpeg) and jpeg[i] == 0xFF:
+        marker, length = jpeg[i + 1], int.from_bytes(jpeg[i + 2:i + 4], "big")
+        if marker == 0xDD:
+            return int.from_bytes(jpeg[i + 4:i + 6], "big") > 0
+        if marker == 0xDA:
+            return False
+        i += 2 + length
+    return False
+
+
+def test_restart_intervals_change_no_pixel_and_are_recorded(feedline_bin, folder, tmp_path):
+    import feedline
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    pack(feedline_bin, folder, plain)
+    proc = pack(feedline_bin, folder, marked, "--restart-interval", 4)
+    jpegs = sum(p.read_bytes()[:3] == b"\xff\xd8\xff" for p in folder.rglob("*") if p.is_file())
+    assert 0 < jpegs < 120  # the generated folder mixes in some PNGs
+    assert f"transcoded with restart markers {jpegs} ({120 - jpegs} not JPEG)" in proc.stdout
+    assert "as they were 0" in proc.stdout
+    manifest = json.loads((marked / "manifest.json").read_text())
+    assert manifest["pack"] == {"restart_interval": 4}
+    assert "pack" not in json.loads((plain / "manifest.json").read_text())  # off: manifest as before
+    assert sum(has_dri(r) for r, _ in records(marked)) == jpegs
+    assert not any(has_dri(r) for r, _ in records(plain))
+    # Train crops (DCT-scaled) and eval crops decode to identical tensors.
+    for transform in (feedline.transforms.imagenet_train(), feedline.transforms.imagenet_eval()):
+        x = feedline.Loader(plain, batch_size=16, shuffle=True, seed=3, num_threads=2, transform=transform)
+        y = feedline.Loader(marked, batch_size=16, shuffle=True, seed=3, num_threads=2, transform=transform)
+        for (xi, xl), (yi, yl) in zip(x, y):
+            assert torch.equal(xi, yi) and torch.equal(xl, yl)
+    v = subprocess.run([feedline_bin, "verify", str(marked)], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_max_side_resizes_only_larger_images_like_pil(feedline_bin, folder, tmp_path):
+    import io
+
+    import numpy
+    from PIL import Image
+    plain, small = tmp_path / "plain", tmp_path / "small"
+    pack(feedline_bin, folder, plain)
+    proc = pack(feedline_bin, folder, small, "--max-side", 300, "--quality", 95)
+    manifest = json.loads((small / "manifest.json").read_text())
+    assert manifest["pack"] == {"max_side": 300, "quality": 95}
+    resized = 0
+    for (before, label_a), (after, label_b) in zip(records(plain), records(small)):
+        assert label_a == label_b
+        a, b = Image.open(io.BytesIO(before)), Image.open(io.BytesIO(after))
+        if max(a.size) <= 300:
+            assert before == after  # untouched, byte for byte
+            continue
+        resized += 1
+        assert b.format == a.format and max(b.size) == 300
+        assert abs(b.size[0] / b.size[1] - a.size[0] / a.size[1]) < 0.02
+        want = numpy.asarray(a.convert("RGB").resize(b.size, Image.BICUBIC), dtype=numpy.float64)
+        assert numpy.abs(numpy.asarray(b.convert("RGB"), dtype=numpy.float64) - want).mean() < 3.0
+    assert resized > 0 and f"resized {resized}," in proc.stdout
+
+
+def test_pack_options_are_checked_and_kept_by_merge(feedline_bin, folder, tmp_path):
+    bad = pack(feedline_bin, folder, tmp_path / "q", "--quality", 80, check=False)
+    assert bad.returncode != 0 and "--max-side" in bad.stderr
+    bad = pack(feedline_bin, folder, tmp_path / "r", "--restart-interval", 70000, check=False)
+    assert bad.returncode != 0 and "65535" in bad.stderr
+    out = tmp_path / "parts"
+    for i in range(2):
+        pack(feedline_bin, folder, out, "--part", f"{i}/2", "--restart-interval", 1, *(["--resume"] if i else []))
+    pack(feedline_bin, "--merge", out)
+    assert json.loads((out / "manifest.json").read_text())["pack"] == {"restart_interval": 1}
+    other = tmp_path / "mixed"
+    pack(feedline_bin, folder, other, "--part", "0/2", "--restart-interval", 1)
+    pack(feedline_bin, folder, other, "--part", "1/2", "--resume")
+    mixed = pack(feedline_bin, "--merge", other, check=False)
+    assert mixed.returncode != 0 and "other options" in mixed.stderr
+
+
+def test_resume_refuses_shards_packed_with_other_options(feedline_bin, folder, tmp_path):
+    out = tmp_path / "out"
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--restart-interval", 4)
+    assert [p.name for p in out.iterdir() if p.name.endswith(".options")] == []  # the manifest says it
+    # A finished pack: its manifest names the options.
+    other = pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", check=False)
+    assert other.returncode != 0 and "restart_interval" in other.stderr and "--overwrite" in other.stderr
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", "--restart-interval", 4)
+    # What SIGKILL leaves: shards, the options file written before them, no manifest.
+    (out / "manifest.json").unlink()
+    (out / "manifest.json.options").write_text(json.dumps({"restart_interval": 4}) + "\n")
+    other = pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", "--restart-interval", 8,
+                 check=False)
+    assert other.returncode != 0 and "manifest.json.options" in other.stderr
+    pack(feedline_bin, folder, out, "--shard-bytes", 1_000_000, "--resume", "--restart-interval", 4)
+    assert json.loads((out / "manifest.json").read_text())["pack"] == {"restart_interval": 4}

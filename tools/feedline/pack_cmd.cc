@@ -1,5 +1,5 @@
 // `feedline pack SRC OUT [--shard-bytes N] [--threads T] [--overwrite | --resume] [--part i/n]
-//                        [--skip-hidden-dirs]`
+//                        [--skip-hidden-dirs] [--restart-interval N] [--max-side N --quality Q]`
 // `feedline pack --merge OUT`
 //
 // SRC is an ImageFolder tree (class sub-folders give labels, listed exactly as
@@ -14,6 +14,11 @@
 // last, the same way, so a crash never leaves a dataset that looks
 // complete. --part i/n packs the i-th of n slices on its own (for a cluster
 // scheduler) with its own part manifest; --merge joins the parts.
+// --max-side bounds the stored resolution (images whose longer side is over
+// N are resized, antialiased, and re-encoded) and --restart-interval
+// rewrites JPEGs losslessly with restart markers, so that crops decode only
+// the intervals they cover (docs/restart_intervals.md); both are recorded
+// in the manifest's optional "pack" field.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,8 +39,10 @@
 #include <nlohmann/json.hpp>
 
 #include "feedline/dataset.h"
+#include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/shard.h"
+#include "src/image/jpeg_transcode.h"
 #include "tools/feedline/commands.h"
 #include "tools/feedline/files.h"
 #include "tools/feedline/flags.h"
@@ -127,7 +134,112 @@ struct Options {
   uint32_t threads = 0;
   bool overwrite = false, resume = false;
   uint32_t part = 0, parts = 1;
+  uint32_t restart_interval = 0;  // MCUs; 0 = leave JPEGs as they are
+  uint32_t max_side = 0;          // 0 = keep the resolution
+  uint32_t quality = 90;          // JPEG quality of resized images
 };
+
+// What --max-side and --restart-interval did, for the summary line.
+struct PackCounts {
+  std::atomic<uint64_t> resized{0}, transcoded{0}, not_jpeg{0}, kept{0};
+  std::mutex mu;
+  std::vector<std::string> kept_examples;  // GUARDED_BY(mu): the first few, with reasons
+
+  void Keep(const std::string& path, const Status& why) {
+    kept += 1;
+    std::lock_guard<std::mutex> l(mu);
+    if (kept_examples.size() < 5) kept_examples.push_back(path + ": " + why.ToString());
+  }
+};
+
+// Applies --max-side and --restart-interval to one record's bytes. A file
+// they cannot apply to (not an image, corrupt, a JPEG kind the transcoder
+// leaves alone) is stored as it is and counted, never dropped: the loader
+// reports it as it would have.
+void PrepareRecord(const std::string& path, const Options& o, std::vector<uint8_t>* data,
+                   PackCounts* counts) {
+  if (o.max_side > 0) {
+    const Result<ImageInfo> info = ReadImageInfo(*data);
+    if (!info.ok()) {
+      counts->Keep(path, info.status());
+    } else if (std::max(info->width, info->height) > o.max_side) {
+      // The longer side becomes max_side; the shorter keeps the aspect.
+      const double f = double(o.max_side) / std::max(info->width, info->height);
+      const uint32_t w = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(info->width * f)));
+      const uint32_t h = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(info->height * f)));
+      Result<RgbImage> img = DecodeImage(*data);
+      Result<RgbImage> small = img.ok() ? ResizedCrop(*img, 0, 0, img->width, img->height, w, h,
+                                                      Interpolation::kBicubic)
+                                        : Result<RgbImage>(img.status());
+      // PNG stays PNG (lossless stays lossless); everything else is JPEG.
+      Result<std::vector<uint8_t>> encoded =
+          !small.ok() ? Result<std::vector<uint8_t>>(small.status())
+          : info->format == ImageFormat::kPng
+              ? EncodePng(*small)
+              : EncodeJpeg(*small, static_cast<int>(o.quality), info->channels == 1);
+      if (encoded.ok()) {
+        *data = std::move(encoded).value();
+        counts->resized += 1;
+      } else {
+        counts->Keep(path, encoded.status());
+      }
+    }
+  }
+  if (o.restart_interval > 0 && SniffImageFormat(*data) != ImageFormat::kJpeg) counts->not_jpeg += 1;
+  if (o.restart_interval > 0 && SniffImageFormat(*data) == ImageFormat::kJpeg) {
+    std::vector<uint8_t> out;
+    const Status st = image::TranscodeJpegWithRestarts(*data, o.restart_interval, &out);
+    if (st.ok()) {
+      data->swap(out);
+      counts->transcoded += 1;
+    } else {
+      counts->Keep(path, st);
+    }
+  }
+}
+
+// The manifest's optional "pack" field: how the records were prepared.
+nlohmann::json PackField(const Options& o) {
+  nlohmann::json j = nlohmann::json::object();
+  if (o.restart_interval > 0) j["restart_interval"] = o.restart_interval;
+  if (o.max_side > 0) {
+    j["max_side"] = o.max_side;
+    j["quality"] = o.quality;
+  }
+  return j;
+}
+
+// Refuses to resume over shards packed with other options than `want`, as
+// recorded by the manifest's "pack" field or a killed run's options file.
+// Neither present (a run of an older feedline): nothing to compare.
+Status CheckResumedOptions(const fs::path& manifest, const fs::path& options, const nlohmann::json& want) {
+  nlohmann::json had;
+  std::string from;
+  if (auto m = ReadRegularFile(manifest.string()); m.ok()) {
+    const nlohmann::json j = nlohmann::json::parse(m->begin(), m->end(), nullptr, false);
+    had = j.is_object() && j.contains("pack") ? j["pack"] : nlohmann::json::object();
+    from = manifest.string();
+  } else if (auto f = ReadRegularFile(options.string()); f.ok()) {
+    had = nlohmann::json::parse(f->begin(), f->end(), nullptr, false);
+    from = options.string();
+  } else {
+    return Status::OK();
+  }
+  if (had != want) {
+    return FailedPreconditionError("cannot --resume: the shards were packed with options " + had.dump() + " (" +
+                                   from + "), this run asks for " + want.dump() +
+                                   "; pass the same options, or --overwrite");
+  }
+  return Status::OK();
+}
+
+// `manifest` (DatasetManifest::ToJson) with the "pack" field added when set.
+std::string WithPackField(const std::string& manifest, const nlohmann::json& pack) {
+  if (pack.empty()) return manifest;
+  nlohmann::json j = nlohmann::json::parse(manifest);
+  j["pack"] = pack;
+  return j.dump(1) + "\n";
+}
 
 Status WriteFileAtomically(const fs::path& path, const std::string& text) {
   const std::string tmp = path.string() + ".partial";
@@ -209,10 +321,20 @@ int Merge(const fs::path& out) {
                                         " parts are packed; run the missing parts first"));
   }
   DatasetManifest merged;
+  nlohmann::json pack;
   for (const auto& [i, path] : parts) {
     auto bytes = ReadRegularFile(path.string());
     if (!bytes.ok()) return Fail(bytes.status());
-    auto m = DatasetManifest::Parse(std::string(bytes->begin(), bytes->end()));
+    const std::string text(bytes->begin(), bytes->end());
+    const nlohmann::json raw = nlohmann::json::parse(text, nullptr, false);
+    const nlohmann::json part_pack =
+        raw.is_object() && raw.contains("pack") ? raw["pack"] : nlohmann::json::object();
+    if (i > 0 && part_pack != pack) {
+      return Fail(InvalidArgumentError("part " + std::to_string(i) + " was packed with other options (" +
+                                       part_pack.dump() + ") than part 0 (" + pack.dump() + ")"));
+    }
+    pack = part_pack;
+    auto m = DatasetManifest::Parse(text);
     if (!m.ok()) return Fail(m.status().WithContext(path.string()));
     if (i > 0 && m->classes != merged.classes) {
       return Fail(InvalidArgumentError("part " + std::to_string(i) + " lists other classes than part 0"));
@@ -221,7 +343,7 @@ int Merge(const fs::path& out) {
     merged.records += m->records;
     merged.shards.insert(merged.shards.end(), m->shards.begin(), m->shards.end());
   }
-  Status st = WriteFileAtomically(out / kManifestName, merged.ToJson());
+  Status st = WriteFileAtomically(out / kManifestName, WithPackField(merged.ToJson(), pack));
   if (!st.ok()) return Fail(st);
   std::printf("merged %d parts: %llu records in %zu shards\n", total,
               static_cast<unsigned long long>(merged.records), merged.shards.size());
@@ -248,7 +370,12 @@ const Usage& PackUsage() {
        {"overwrite", "", "", "replace the shards and manifest already in OUT"},
        {"resume", "", "", "keep the finished shards of a killed run that match the plan"},
        {"merge", "", "", "join the part manifests in OUT into one manifest"},
-       {"skip-hidden-dirs", "", "", "skip directories whose names start with '.' (.ipynb_checkpoints)"}},
+       {"skip-hidden-dirs", "", "", "skip directories whose names start with '.' (.ipynb_checkpoints)"},
+       {"restart-interval", "N", "0, off",
+        "rewrite JPEGs losslessly with a restart marker every N MCUs (snapped per image to tile the\n"
+        "MCU rows), so crops decode only the intervals they cover"},
+       {"max-side", "N", "0, off", "resize images whose longer side is over N to N (bicubic, antialiased)"},
+       {"quality", "Q", "90", "JPEG quality of the images --max-side resizes"}},
   };
   return u;
 }
@@ -268,6 +395,16 @@ int RunPack(const std::vector<std::string>& args) {
   if (!th.ok()) return Fail(th.status());
   o.shard_bytes = std::max<uint64_t>(1, *sb);
   o.threads = static_cast<uint32_t>(*th == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *th);
+  auto ri = f->GetUint("restart-interval", 0), ms = f->GetUint("max-side", 0), q = f->GetUint("quality", 90);
+  if (!ri.ok()) return Fail(ri.status());
+  if (!ms.ok()) return Fail(ms.status());
+  if (!q.ok()) return Fail(q.status());
+  if (*ri > 65535) return Fail(InvalidArgumentError("--restart-interval is at most 65535 MCUs"));
+  if (*q < 1 || *q > 100) return Fail(InvalidArgumentError("--quality wants 1..100"));
+  if (f->Has("quality") && *ms == 0) return UsageError(PackUsage(), "--quality applies to --max-side only");
+  o.restart_interval = static_cast<uint32_t>(*ri);
+  o.max_side = static_cast<uint32_t>(std::min<uint64_t>(*ms, 65535));
+  o.quality = static_cast<uint32_t>(*q);
   o.overwrite = f->Has("overwrite");
   o.resume = f->Has("resume");
   if (o.overwrite && o.resume) return UsageError(PackUsage(), "--overwrite and --resume exclude each other");
@@ -326,8 +463,21 @@ int RunPack(const std::vector<std::string>& args) {
   }
   st = PrepareOutput(out, o);
   if (!st.ok()) return Fail(st);
+  const std::string manifest_name =
+      o.parts > 1 ? "manifest.part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + ".json" : kManifestName;
+  // --resume keeps shards that match the plan; they must also have been
+  // packed with the same options. A finished run says so in its manifest,
+  // a killed one in the options file written before any shard.
+  const fs::path options_path = out / (manifest_name + ".options");
+  if (o.resume) {
+    st = CheckResumedOptions(out / manifest_name, options_path, PackField(o));
+    if (!st.ok()) return Fail(st);
+  }
+  st = WriteFileAtomically(options_path, PackField(o).dump() + "\n");
+  if (!st.ok()) return Fail(st);
 
   std::vector<ShardInfo> infos(plan.size());
+  PackCounts counts;
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done_records{0}, done_bytes{0};
   std::atomic<bool> failed{false};
@@ -360,6 +510,7 @@ int RunPack(const std::vector<std::string>& args) {
           status = UnavailableError("cannot read '" + e.path + "'");
           break;
         }
+        PrepareRecord(e.path, o, &data, &counts);
         status = (*w)->Add({e.label, e.key, "", data});
         done_records += 1;
         done_bytes += e.bytes;
@@ -392,16 +543,23 @@ int RunPack(const std::vector<std::string>& args) {
   m.classes = classes;
   m.shards = infos;
   m.records = end - begin;
-  const std::string manifest_name =
-      o.parts > 1 ? "manifest.part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + ".json" : kManifestName;
-  st = WriteFileAtomically(out / manifest_name, m.ToJson());
+  st = WriteFileAtomically(out / manifest_name, WithPackField(m.ToJson(), PackField(o)));
   if (!st.ok()) return Fail(st);
+  fs::remove(options_path, ec);  // the manifest says it now
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t bytes = 0;
   for (const ShardInfo& i : infos) bytes += i.bytes;
   std::printf("packed %zu records into %zu shards (%.1f MB) in %.2f s (%.1f MB/s of input) -> %s\n", end - begin,
               infos.size(), bytes / 1e6, s, done_bytes / 1e6 / std::max(s, 1e-9),
               (out / manifest_name).string().c_str());
+  if (o.max_side > 0 || o.restart_interval > 0) {
+    std::printf("resized %llu, transcoded with restart markers %llu (%llu not JPEG), stored as they were %llu\n",
+                static_cast<unsigned long long>(counts.resized.load()),
+                static_cast<unsigned long long>(counts.transcoded.load()),
+                static_cast<unsigned long long>(counts.not_jpeg.load()),
+                static_cast<unsigned long long>(counts.kept.load()));
+    for (const std::string& k : counts.kept_examples) std::printf("  stored as it was: %s\n", k.c_str());
+  }
   return 0;
 }
 
