@@ -116,7 +116,7 @@ bool FindRestartIntervals(std::span<const uint8_t> b, RestartLayout* l) {
       continue;
     }
     if (m >= 0xD0 && m <= 0xD7) {
-      if (m - 0xD0 != (l->begin.size() - 1) % 8 || l->begin.size() >= expected) return false;
+      if (size_t{m} - 0xD0 != (l->begin.size() - 1) % 8 || l->begin.size() >= expected) return false;
       l->end.push_back(at);
       l->begin.push_back(j + 1);
       i = j + 1;
