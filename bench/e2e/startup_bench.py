@@ -61,24 +61,37 @@ print(json.dumps({"open_s": t1 - t, "first_batch_s": t2 - t1, "batches": len(loa
 """
 
 
+# ext4 allows 65,000 links to one inode: each photo is copied once per
+# this many links (a handful of copies for 1M files), never once per file.
+LINKS_PER_SEED = 30000
+
+
 def build_folder(out, files, classes):
-    """`files` hard links (copies across file systems) of the photos, round
-    robin, in `classes` class folders; built under a .partial name."""
+    """`files` hard links of the photos, round robin, in `classes` class
+    folders; built under a .partial name. The links point at copies of the
+    photos beside it (OUT.seeds, one per LINKS_PER_SEED links),
+    so the tracked files' link counts stay as they are."""
     if out.exists():
         return
     photos = sorted(p for p in PHOTOS.iterdir() if p.suffix in (".jpg", ".png"))
+    seeds_dir = out.with_name(out.name + ".seeds")  # its own: two folders never share a seed
+    seeds_dir.mkdir(parents=True, exist_ok=True)
+
+    def seed(k, n):
+        path = seeds_dir / f"{n:04d}-{photos[k].name}"
+        if not path.exists():
+            path.write_bytes(photos[k].read_bytes())
+        return path
+
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         subprocess.run(["rm", "-rf", str(tmp)], check=True)
     for c in range(classes):
         (tmp / f"n{c:08d}").mkdir(parents=True)
     for i in range(files):
-        src = photos[i % len(photos)]
-        dst = tmp / f"n{i % classes:08d}" / f"img_{i:08d}{src.suffix}"
-        try:
-            os.link(src, dst)
-        except OSError:
-            dst.write_bytes(src.read_bytes())
+        k = i % len(photos)
+        src = seed(k, i // len(photos) // LINKS_PER_SEED)
+        os.link(src, tmp / f"n{i % classes:08d}" / f"img_{i:08d}{src.suffix}")  # fails loudly; never copies
     tmp.rename(out)
 
 
