@@ -66,6 +66,7 @@ test: build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py --quick >/dev/null
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py --quick >/dev/null
 	$(PYTHON) bench/summary.py --quick >/dev/null
 
 # The torch 2.x generation: a venv of the python3 first on PATH (not
@@ -105,6 +106,7 @@ test-pip-install: demo-build
 # BENCH_IMAGES / BENCH_REPEATS choose the dataset size and repeats.
 BENCH_IMAGES ?= 2000
 BENCH_REPEATS ?= 3
+STARTUP_FILES ?= 200000
 bench: build
 	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=bench/results/engine.json --benchmark_out_format=json
@@ -114,6 +116,9 @@ bench: build
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+# Start-up against torchvision's scan (issue 15): 200,000 files; STARTUP_FILES=1000000 for the 1M target.
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py \
+	  --files $(STARTUP_FILES) --repeats $(BENCH_REPEATS)
 # The doctor's predictions and rankings against re-measurement (issue 12: the tests check consistency).
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
 	  $(PYTHON) bench/e2e/doctor_bench.py --repeats $(BENCH_REPEATS)

@@ -7,6 +7,7 @@
 
 #include "feedline/file.h"
 #include "src/core/detail/fingerprint.h"
+#include "src/io/file_cache.h"
 #include "src/io/read_ahead.h"
 
 namespace feedline {
@@ -103,9 +104,13 @@ Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string
   ds->dir_ = dir;
   ds->manifest_ = std::move(m).value();
   uint64_t first = 0;
+  const std::shared_ptr<io::FileCache> cache = io::FileCache::Default();
   for (const ShardInfo& s : ds->manifest_.shards) {
     const std::string shard_path = JoinName(dir, s.name);
-    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(shard_path, http));
+    // Through the descriptor cache: a dataset of any number of shards holds
+    // a bounded set of open files (src/io/file_cache.h).
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> shard_file, cache->Open(shard_path, http));
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(std::move(shard_file)));
     if (r->file_size() != s.bytes || r->num_records() != s.records) {
       return DataLossError("shard '" + shard_path + "' disagrees with the manifest: " +
                            std::to_string(r->file_size()) + " bytes and " + std::to_string(r->num_records()) +

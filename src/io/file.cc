@@ -66,9 +66,11 @@ std::string JoinName(const std::string& base, const std::string& leaf) {
 namespace {
 
 // Out of descriptors: raise the soft RLIMIT_NOFILE to the hard limit, as Go's
-// runtime does at start-up. Every open shard keeps a descriptor, so a
-// dataset of a thousand shards meets the common soft limit of 1024 while the
-// hard limit is usually far higher. True if the limit went up.
+// runtime does at start-up. Datasets keep a bounded set of descriptors
+// (src/io/file_cache.h, sized from the soft limit), but the rest of the
+// process (sockets, pipes, the framework) may still meet the common soft
+// limit of 1024 while the hard limit is usually far higher. True if the
+// limit went up.
 bool RaiseDescriptorLimit() {
   static core::Mutex mu;
   core::MutexLock l(&mu);
@@ -125,7 +127,8 @@ Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
       rlimit lim{};
       getrlimit(RLIMIT_NOFILE, &lim);
       return ResourceExhaustedError(msg + " (RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + ", hard limit " +
-                                    std::to_string(lim.rlim_max) + "; every open shard keeps one descriptor)");
+                                    std::to_string(lim.rlim_max) +
+                                    "; shard and tar datasets keep at most about half of it open)");
     }
     return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
   }

@@ -31,119 +31,189 @@ std::string JoinPath(const std::string& a, std::string_view b) {
   return out;
 }
 
+// The length of the UTF-8 sequence at s[i] under Python's strict decoder
+// (no overlongs, no encoded surrogates, nothing past U+10FFFF), or 0 when
+// s[i] does not start a valid sequence; its code point in *cp.
+size_t DecodeUtf8(std::string_view s, size_t i, char32_t* cp) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const auto cont = [&](size_t k, unsigned lo, unsigned hi) {
+    return k < s.size() && byte(k) >= lo && byte(k) <= hi;
+  };
+  const unsigned b = byte(i);
+  size_t len = 0;
+  if (b < 0x80) {
+    len = 1;
+  } else if (b >= 0xC2 && b <= 0xDF) {
+    len = cont(i + 1, 0x80, 0xBF) ? 2 : 0;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    const unsigned lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) ? 3 : 0;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    const unsigned lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) && cont(i + 3, 0x80, 0xBF) ? 4 : 0;
+  }
+  if (len == 0) return 0;
+  char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+  for (size_t k = 1; k < len; ++k) c = (c << 6) | (byte(i + k) & 0x3F);
+  *cp = c;
+  return len;
+}
+
 // The key Python sorts an os.fsdecode()'d name by: its code points, where
-// the UTF-8 decoder (strict ranges: no overlongs, no encoded surrogates,
-// nothing past U+10FFFF) turns every byte that does not start a valid
-// sequence into U+DC00 + byte (surrogateescape). Plain byte order differs
-// from this for mixed names (a stray 0xC3 byte sorts after U+4E00 in
-// Python, before it as bytes), and torchvision sorts str.
+// every byte that does not start a valid sequence becomes U+DC00 + byte
+// (surrogateescape). Plain byte order differs from this for mixed names
+// (a stray 0xC3 byte sorts after U+4E00 in Python, before it as bytes),
+// and torchvision sorts str.
 std::u32string FsSortKey(std::string_view s) {
   std::u32string key;
   key.reserve(s.size());
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const auto cont = [&](size_t i, unsigned lo, unsigned hi) {
-    return i < s.size() && byte(i) >= lo && byte(i) <= hi;
-  };
   for (size_t i = 0; i < s.size();) {
-    const unsigned b = byte(i);
-    size_t len = 0;
-    if (b < 0x80) {
-      len = 1;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      len = cont(i + 1, 0x80, 0xBF) ? 2 : 0;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      const unsigned lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-      len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) ? 3 : 0;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      const unsigned lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-      len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) && cont(i + 3, 0x80, 0xBF) ? 4 : 0;
-    }
+    char32_t cp = 0;
+    const size_t len = DecodeUtf8(s, i, &cp);
     if (len == 0) {  // not the start of a valid sequence: escaped alone
-      key.push_back(0xDC00 + b);
+      key.push_back(0xDC00 + static_cast<unsigned char>(s[i]));
       ++i;
       continue;
     }
-    char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (byte(i + k) & 0x3F);
     key.push_back(cp);
     i += len;
   }
   return key;
 }
 
-// Sorts names as Python's sorted() sorts their os.fsdecode()'d forms.
+// True when all of `s` decodes strictly. Byte order of valid UTF-8 is code
+// point order, so such names sort as Python sorts them without keys: the
+// common case, and a fifth of a large listing's time saved.
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    const size_t len = DecodeUtf8(s, i, &cp);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Sorts `items` as Python's sorted() sorts the os.fsdecode()'d forms of
+// name(item).
+template <typename T, typename NameOf>
+void SortByFsName(std::vector<T>* items, NameOf name) {
+  const bool valid = std::all_of(items->begin(), items->end(), [&](const T& t) { return IsValidUtf8(name(t)); });
+  if (valid) {
+    std::sort(items->begin(), items->end(),
+              [&](const T& a, const T& b) { return std::string_view(name(a)) < std::string_view(name(b)); });
+    return;
+  }
+  std::vector<std::pair<std::u32string, size_t>> keyed;
+  keyed.reserve(items->size());
+  for (size_t i = 0; i < items->size(); ++i) keyed.emplace_back(FsSortKey(name((*items)[i])), i);
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<T> sorted;
+  sorted.reserve(items->size());
+  for (const auto& [key, i] : keyed) sorted.push_back(std::move((*items)[i]));
+  items->swap(sorted);
+}
+
 void SortLikePython(std::vector<std::string>* names) {
-  std::vector<std::pair<std::u32string, std::string>> keyed;
-  keyed.reserve(names->size());
-  for (std::string& n : *names) keyed.emplace_back(FsSortKey(n), std::move(n));
-  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  names->clear();
-  for (auto& [key, n] : keyed) names->push_back(std::move(n));
+  SortByFsName(names, [](const std::string& n) -> const std::string& { return n; });
 }
 
 bool IsHidden(std::string_view name) { return !name.empty() && name[0] == '.'; }
 
 // One entry of a directory, its type found as os.scandir's DirEntry.is_dir()
-// finds it: symlinks followed, d_type trusted where it is definite.
+// finds it: symlinks followed, d_type trusted where it is definite. Only a
+// symlink or an entry of unknown type (DT_LNK, DT_UNKNOWN) is stat'ed, so a
+// directory of regular files costs no call per file (on a network file
+// system each would be a round trip).
 struct Listed {
   enum class Kind { kDirectory, kFile, kOther };
   std::string name;
   Kind kind = Kind::kFile;
   int stat_errno = 0;  // the target could not be stat'ed (dangling link, ELOOP)
   mode_t mode = 0;     // for kOther: what it is
-  dev_t dev = 0;       // for kDirectory: identity for loop detection
+};
+
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
+// A directory opened for listing, and its identity (device and inode, from
+// fstat on the open descriptor: the loop check needs no stat by name).
+struct OpenedDir {
+  int fd = -1;
+  dev_t dev = 0;
   ino_t ino = 0;
 };
 
-struct DirCloser {
-  void operator()(DIR* d) const { ::closedir(d); }
-};
-
-Status ListDirectory(const std::string& path, std::vector<Listed>* out) {
+Status OpenDirectory(const std::string& path, OpenedDir* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
-  std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd));
-  if (dir == nullptr) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(err));
   }
+  *out = {fd, st.st_dev, st.st_ino};
+  return Status::OK();
+}
+
+// Lists the open directory `dir` (closing it) with getdents64 directly:
+// readdir's fdopendir would fstat it a second time. `buffer` is reused
+// across directories.
+Status ListDirectory(const std::string& path, const OpenedDir& dir, std::vector<char>* buffer,
+                     std::vector<Listed>* out) {
+  FdCloser closer{dir.fd};
+  // 128 KiB: an ImageNet class directory (1,300 names) in one or two calls.
+  if (buffer->empty()) buffer->resize(128 << 10);
   while (true) {
-    errno = 0;
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir races only on a shared stream.
-    const dirent* e = ::readdir(dir.get());
-    if (e == nullptr) {
-      if (errno != 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
-      break;
-    }
-    const std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    Listed l;
-    l.name = std::string(name);
-    switch (e->d_type) {
-      case DT_REG: l.kind = Listed::Kind::kFile; break;
-      case DT_FIFO: l.kind = Listed::Kind::kOther, l.mode = S_IFIFO; break;
-      case DT_SOCK: l.kind = Listed::Kind::kOther, l.mode = S_IFSOCK; break;
-      case DT_CHR: l.kind = Listed::Kind::kOther, l.mode = S_IFCHR; break;
-      case DT_BLK: l.kind = Listed::Kind::kOther, l.mode = S_IFBLK; break;
-      default: {  // DT_DIR (its inode is needed), DT_LNK, DT_UNKNOWN
-        struct stat st {};
-        if (::fstatat(::dirfd(dir.get()), e->d_name, &st, 0) != 0) {
-          l.kind = Listed::Kind::kFile;
-          l.stat_errno = errno;
-        } else if (S_ISDIR(st.st_mode)) {
-          l.kind = Listed::Kind::kDirectory;
-          l.dev = st.st_dev;
-          l.ino = st.st_ino;
-        } else if (S_ISREG(st.st_mode)) {
-          l.kind = Listed::Kind::kFile;
-        } else {
-          l.kind = Listed::Kind::kOther;
-          l.mode = st.st_mode;
+    const ssize_t got = ::getdents64(dir.fd, buffer->data(), buffer->size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
+    if (got == 0) break;
+    for (ssize_t pos = 0; pos < got;) {
+      struct Dirent64 {  // the kernel's linux_dirent64
+        uint64_t d_ino;
+        int64_t d_off;
+        unsigned short d_reclen;
+        unsigned char d_type;
+        char d_name[1];
+      };
+      const auto* e = reinterpret_cast<const Dirent64*>(buffer->data() + pos);
+      pos += e->d_reclen;
+      const std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      Listed l;
+      l.name = std::string(name);
+      switch (e->d_type) {
+        case DT_REG: l.kind = Listed::Kind::kFile; break;
+        case DT_DIR: l.kind = Listed::Kind::kDirectory; break;
+        case DT_FIFO: l.kind = Listed::Kind::kOther, l.mode = S_IFIFO; break;
+        case DT_SOCK: l.kind = Listed::Kind::kOther, l.mode = S_IFSOCK; break;
+        case DT_CHR: l.kind = Listed::Kind::kOther, l.mode = S_IFCHR; break;
+        case DT_BLK: l.kind = Listed::Kind::kOther, l.mode = S_IFBLK; break;
+        default: {  // DT_LNK (followed, as os.walk(followlinks=True) does), DT_UNKNOWN
+          struct stat st {};
+          if (::fstatat(dir.fd, e->d_name, &st, 0) != 0) {
+            l.kind = Listed::Kind::kFile;
+            l.stat_errno = errno;
+          } else if (S_ISDIR(st.st_mode)) {
+            l.kind = Listed::Kind::kDirectory;
+          } else if (S_ISREG(st.st_mode)) {
+            l.kind = Listed::Kind::kFile;
+          } else {
+            l.kind = Listed::Kind::kOther;
+            l.mode = st.st_mode;
+          }
         }
       }
+      out->push_back(std::move(l));
     }
-    out->push_back(std::move(l));
   }
   return Status::OK();
 }
@@ -158,34 +228,41 @@ const char* KindOf(mode_t mode) {
 
 // The image files under class directory `cls` (relative to root), in
 // sorted(os.walk(class_dir, followlinks=True)) order, appended to `files`.
-Status WalkClass(const std::string& root, const std::string& cls, dev_t dev, ino_t ino,
-                 const ImageFolderOptions& options, std::vector<std::string>* files) {
+Status WalkClass(const std::string& root, const std::string& cls, const ImageFolderOptions& options,
+                 std::vector<char>* buffer, std::vector<std::string>* files) {
   struct Dir {
     std::string rel;  // relative to root
     size_t parent;    // index into dirs; npos for the class directory
-    dev_t dev;
-    ino_t ino;
+    dev_t dev = 0;    // identity, known once the directory is opened
+    ino_t ino = 0;
     std::vector<std::string> files;  // image names directly inside
   };
   constexpr size_t kNone = ~size_t{0};
   std::vector<Dir> dirs;
-  dirs.push_back({cls, kNone, dev, ino, {}});
+  dirs.push_back({cls, kNone});
   std::vector<Listed> listed;
   // Every directory is listed once; the order of listing does not matter,
   // since the result is sorted by path as torchvision sorts os.walk's.
   for (size_t i = 0; i < dirs.size(); ++i) {
-    listed.clear();
     const std::string dir_path = JoinPath(root, dirs[i].rel);
-    FEEDLINE_RETURN_IF_ERROR(ListDirectory(dir_path, &listed));
+    OpenedDir opened;
+    FEEDLINE_RETURN_IF_ERROR(OpenDirectory(dir_path, &opened));
+    dirs[i].dev = opened.dev;
+    dirs[i].ino = opened.ino;
+    bool loop = false;
+    for (size_t a = dirs[i].parent; a != kNone && !loop; a = dirs[a].parent) {
+      loop = dirs[a].dev == opened.dev && dirs[a].ino == opened.ino;
+    }
+    if (loop) {  // its files are listed under the ancestor (header)
+      ::close(opened.fd);
+      continue;
+    }
+    listed.clear();
+    FEEDLINE_RETURN_IF_ERROR(ListDirectory(dir_path, opened, buffer, &listed));
     for (Listed& l : listed) {
       if (l.kind == Listed::Kind::kDirectory) {
         if (options.skip_hidden_dirs && IsHidden(l.name)) continue;
-        bool loop = false;
-        for (size_t a = i; a != kNone && !loop; a = dirs[a].parent) {
-          loop = dirs[a].dev == l.dev && dirs[a].ino == l.ino;
-        }
-        if (loop) continue;  // its files are listed under the ancestor (header)
-        dirs.push_back({dirs[i].rel + "/" + l.name, i, l.dev, l.ino, {}});
+        dirs.push_back({dirs[i].rel + "/" + l.name, i});
         continue;
       }
       if (!HasImageExtension(l.name)) continue;
@@ -196,11 +273,10 @@ Status WalkClass(const std::string& root, const std::string& cls, dev_t dev, ino
       dirs[i].files.push_back(std::move(l.name));
     }
   }
-  std::vector<std::pair<std::u32string, size_t>> order;
-  order.reserve(dirs.size());
-  for (size_t i = 0; i < dirs.size(); ++i) order.emplace_back(FsSortKey(dirs[i].rel), i);
-  std::sort(order.begin(), order.end());
-  for (const auto& [key, i] : order) {
+  std::vector<size_t> order(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i) order[i] = i;
+  SortByFsName(&order, [&](size_t i) -> const std::string& { return dirs[i].rel; });
+  for (const size_t i : order) {
     SortLikePython(&dirs[i].files);
     for (const std::string& f : dirs[i].files) files->push_back(dirs[i].rel + "/" + f);
   }
@@ -264,7 +340,10 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
   }
   if (!S_ISDIR(root_st.st_mode)) return NotFoundError("image folder '" + root + "' is not a directory");
   std::vector<Listed> listed;
-  FEEDLINE_RETURN_IF_ERROR(ListDirectory(root, &listed));
+  std::vector<char> buffer;
+  OpenedDir opened;
+  FEEDLINE_RETURN_IF_ERROR(OpenDirectory(root, &opened));
+  FEEDLINE_RETURN_IF_ERROR(ListDirectory(root, opened, &buffer, &listed));
   auto folder = std::make_shared<ImageFolder>();
   folder->root = root;
   std::vector<Listed> class_dirs;
@@ -279,8 +358,7 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
     if (options.skip_hidden_dirs && IsHidden(l.name)) continue;
     class_dirs.push_back(std::move(l));
   }
-  std::sort(class_dirs.begin(), class_dirs.end(),
-            [](const Listed& a, const Listed& b) { return FsSortKey(a.name) < FsSortKey(b.name); });
+  SortByFsName(&class_dirs, [](const Listed& l) -> const std::string& { return l.name; });
   if (class_dirs.empty()) {
     return NotFoundError("image folder '" + root + "' has no class directories (root/<class>/<image>)");
   }
@@ -289,7 +367,7 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
     const Listed& c = class_dirs[label];
     folder->classes.push_back(c.name);
     const size_t before = folder->files.size();
-    FEEDLINE_RETURN_IF_ERROR(WalkClass(root, c.name, c.dev, c.ino, options, &folder->files));
+    FEEDLINE_RETURN_IF_ERROR(WalkClass(root, c.name, options, &buffer, &folder->files));
     if (folder->files.size() == before) empty.push_back(c.name);
     folder->labels.resize(folder->files.size(), static_cast<int64_t>(label));
   }

@@ -9,6 +9,7 @@
 
 #include "feedline/file.h"
 #include "src/core/detail/fingerprint.h"
+#include "src/io/file_cache.h"
 
 namespace feedline {
 namespace {
@@ -89,9 +90,12 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
   if (paths.empty()) return InvalidArgumentError("no tar files given");
   auto ds = std::shared_ptr<TarDataset>(new TarDataset());
   ds->paths_ = std::move(paths);
+  // Through the descriptor cache: 10^5 tars hold a bounded set of open
+  // files (src/io/file_cache.h).
+  const std::shared_ptr<io::FileCache> cache = io::FileCache::Default();
   for (uint32_t t = 0; t < ds->paths_.size(); ++t) {
     const std::string& path = ds->paths_[t];
-    Result<std::unique_ptr<RandomAccessFile>> opened = OpenFile(path);
+    Result<std::unique_ptr<RandomAccessFile>> opened = cache->Open(path);
     if (!opened.ok()) return opened.status().WithContext("tar");
     ds->files_.push_back(std::move(opened).value());
     const RandomAccessFile& file = *ds->files_.back();
