@@ -58,9 +58,9 @@ void BM_EngineTrivialOp(benchmark::State& state) {
     benchmark::DoNotOptimize(b.data(0));
   }
   state.SetItemsProcessed(static_cast<int64_t>(samples));
-  state.counters["ns/sample/thread"] = benchmark::Counter(
-      static_cast<double>(samples) / threads,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/sample/thread"] =
+      benchmark::Counter(static_cast<double>(samples) / threads,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_EngineTrivialOp)
     ->ArgNames({"threads", "batch"})

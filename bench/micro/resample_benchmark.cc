@@ -25,7 +25,8 @@ const RgbImage& Photo() {
   static const RgbImage img = [] {
     const std::string path = std::string(FEEDLINE_TEST_DATA_DIR) + "/photos/chelsea.png";
     std::ifstream in(path, std::ios::binary);
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
     Result<RgbImage> r = DecodeImage(bytes);
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", path.c_str(), r.status().ToString().c_str());

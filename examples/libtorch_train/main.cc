@@ -23,14 +23,16 @@ torch::Tensor AsTensor(const feedline::Batch& batch, size_t i, torch::Dtype dtyp
   std::vector<int64_t> shape = {static_cast<int64_t>(batch.size())};
   for (int64_t d : batch.field(i).shape) shape.push_back(d);
   auto* keep = new std::shared_ptr<void>(batch.keepalive());
-  return torch::from_blob(batch.data(i), shape,
-                          [keep](void*) { delete keep; }, torch::TensorOptions().dtype(dtype));
+  return torch::from_blob(
+      batch.data(i), shape, [keep](void*) { delete keep; }, torch::TensorOptions().dtype(dtype));
 }
 
 struct NetImpl : torch::nn::Module {
   explicit NetImpl(int64_t classes)
-      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 16, 3).stride(2)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).stride(2)))),
+      : conv1(register_module("conv1",
+                              torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 16, 3).stride(2)))),
+        conv2(register_module("conv2",
+                              torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).stride(2)))),
         fc(register_module("fc", torch::nn::Linear(32, classes))) {}
   torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(conv1->forward(x));

@@ -36,11 +36,11 @@ struct BatchData;
 // A sample that failed, with everything needed to find it.
 struct FEEDLINE_EXPORT SampleError {
   uint64_t epoch = 0;
-  uint64_t batch = 0;      // batch index within the epoch
+  uint64_t batch = 0;  // batch index within the epoch
   uint64_t sample_id = 0;
-  std::string op;          // name of the op that failed
+  std::string op;  // name of the op that failed
   SampleLocation location;
-  Status status;           // the op's own status, without added context
+  Status status;  // the op's own status, without added context
 
   // "<op>/<StatusCodeName>", the key errors are counted by.
   std::string Reason() const;

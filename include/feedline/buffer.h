@@ -58,7 +58,16 @@ class FEEDLINE_EXPORT BufferAllocator {
 FEEDLINE_EXPORT std::shared_ptr<BufferAllocator> NewHostAllocator();
 
 // Element types of batch fields, named after torch's dtypes.
-enum class DType : uint8_t { kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+enum class DType : uint8_t {
+  kUInt8,
+  kInt8,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64
+};
 
 FEEDLINE_EXPORT size_t DTypeSize(DType dtype);
 FEEDLINE_EXPORT std::string_view DTypeName(DType dtype);  // "uint8", "float32", ...

@@ -44,7 +44,8 @@ class FEEDLINE_EXPORT ShardDataset {
   // size and record count against the manifest (whole-file checksums are
   // `feedline verify`'s job). Errors name the shard and both values.
   // `dir` may be an http(s):// URL; `http` then sets timeouts and retries.
-  static Result<std::shared_ptr<const ShardDataset>> Open(const std::string& dir, const HttpOptions& http = {});
+  static Result<std::shared_ptr<const ShardDataset>> Open(const std::string& dir,
+                                                          const HttpOptions& http = {});
 
   uint64_t num_records() const { return manifest_.records; }
   const DatasetManifest& manifest() const { return manifest_; }

@@ -35,8 +35,8 @@ struct FEEDLINE_EXPORT HttpOptions {
   // A transfer that moves less than 1 byte/s for this long is a stall.
   uint32_t stall_timeout_ms = 10000;
   uint32_t request_timeout_ms = 60000;
-  uint32_t max_attempts = 4;        // per range request
-  uint32_t initial_backoff_ms = 50; // doubled after each failed attempt
+  uint32_t max_attempts = 4;         // per range request
+  uint32_t initial_backoff_ms = 50;  // doubled after each failed attempt
 };
 
 // True for http:// and https:// names.
@@ -45,7 +45,7 @@ FEEDLINE_EXPORT bool IsUrl(const std::string& name);
 // A local path (pread) or a URL (HTTP range requests; the size comes from a
 // HEAD request and the server must honour Range).
 FEEDLINE_EXPORT Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name,
-                                                                  const HttpOptions& http = {});
+                                                                   const HttpOptions& http = {});
 
 // Test seam (leveldb's Env in spirit): while a wrapper is installed, every
 // file OpenFile opens successfully, local or remote, is handed to it and
@@ -53,7 +53,8 @@ FEEDLINE_EXPORT Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::st
 // manifests) cannot tell. Files opened before the call keep what they were.
 // An empty wrapper removes it. Returns the previous one, so a test can
 // restore it. For tests only: production code never installs one.
-using FileWrapper = std::function<std::unique_ptr<RandomAccessFile>(std::unique_ptr<RandomAccessFile>)>;
+using FileWrapper =
+    std::function<std::unique_ptr<RandomAccessFile>(std::unique_ptr<RandomAccessFile>)>;
 FEEDLINE_EXPORT FileWrapper SetFileWrapperForTesting(FileWrapper wrapper);
 
 // `base` joined with `leaf` for paths and URLs alike.

@@ -48,9 +48,9 @@ struct FEEDLINE_EXPORT DecodeLimits {
   // torchvision pipeline on Pillow would.
   uint64_t max_pixels = 2 * uint64_t{89478485};
   uint32_t max_dimension = 65535;
-  uint32_t max_jpeg_scans = 256;        // progressive JPEGs: SOS markers
+  uint32_t max_jpeg_scans = 256;  // progressive JPEGs: SOS markers
   uint64_t max_png_chunk_bytes = 8u << 20;
-  bool jpeg_warnings_fatal = true;      // a truncated JPEG is an error, not grey pixels
+  bool jpeg_warnings_fatal = true;  // a truncated JPEG is an error, not grey pixels
 };
 
 struct FEEDLINE_EXPORT ImageInfo {
@@ -103,10 +103,10 @@ struct FEEDLINE_EXPORT ImageTransform {
   CropMode crop = CropMode::kRandomResized;
   uint32_t height = 224;  // output size
   uint32_t width = 224;
-  std::array<double, 2> scale = {0.08, 1.0};            // kRandomResized
+  std::array<double, 2> scale = {0.08, 1.0};             // kRandomResized
   std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0};  // kRandomResized
-  uint32_t resize_size = 256;                           // kResizeCenter: shorter side
-  double hflip_prob = 0.0;  // RandomHorizontalFlip(p)
+  uint32_t resize_size = 256;                            // kResizeCenter: shorter side
+  double hflip_prob = 0.0;                               // RandomHorizontalFlip(p)
   Interpolation interpolation = Interpolation::kBilinear;
 
   // Output values. With normalize: (v / 255 - mean) / std; without: v / 255
@@ -152,10 +152,9 @@ FEEDLINE_EXPORT CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint
 
 // Crops (x, y, w, h) of `image` and resizes it to out_width x out_height
 // with antialiasing: torchvision's resized_crop on a PIL image.
-FEEDLINE_EXPORT Result<RgbImage> ResizedCrop(const RgbImage& image, uint32_t x, uint32_t y,
-                                             uint32_t w, uint32_t h, uint32_t out_width,
-                                             uint32_t out_height,
-                                             Interpolation interpolation = Interpolation::kBilinear);
+FEEDLINE_EXPORT Result<RgbImage> ResizedCrop(
+    const RgbImage& image, uint32_t x, uint32_t y, uint32_t w, uint32_t h, uint32_t out_width,
+    uint32_t out_height, Interpolation interpolation = Interpolation::kBilinear);
 
 // The fused op: decodes sample.data() and writes output field
 // `output_field` (which must be ImageField(t)). Random choices use the

@@ -120,7 +120,7 @@ struct FEEDLINE_EXPORT LoaderOptions {
 
   // Errors.
   ErrorPolicy error_policy = ErrorPolicy::kRaise;
-  uint64_t max_errors = 0;         // with kSkip: errors tolerated before failing
+  uint64_t max_errors = 0;           // with kSkip: errors tolerated before failing
   uint32_t error_log_capacity = 64;  // SampleErrors kept in Metrics().errors.log
 
   // A single op running longer than this is reported by Next() as

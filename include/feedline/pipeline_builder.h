@@ -46,24 +46,26 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
 // max_bytes, zero padded) and their length into int64 field `length_field`.
 // A record longer than max_bytes is a sample error naming its size and the
 // limit.
-FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeRawBytesOp(size_t bytes_field, size_t length_field,
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeRawBytesOp(size_t bytes_field,
+                                                               size_t length_field,
                                                                uint64_t max_bytes);
 
 // The same recipes over any read op (MakeReadFileOp, MakeShardReadOp,
 // MakeTarReadOp, ...) that fills each sample's bytes, label and location.
 // read -> decode_transform -> label, fields {"image", "label"}.
-FEEDLINE_EXPORT Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
-                                           const ImageTransform& transform);
+FEEDLINE_EXPORT Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op,
+                                           uint64_t num_samples, const ImageTransform& transform);
 // read -> raw bytes -> label, fields {"bytes" uint8 [max_bytes], "length", "label"}.
-FEEDLINE_EXPORT Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
-                                         uint64_t max_bytes);
+FEEDLINE_EXPORT Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op,
+                                         uint64_t num_samples, uint64_t max_bytes);
 
 // Shorthands for the common cases.
 // The standard image pipeline over a folder, fields {"image", "label"}.
 FEEDLINE_EXPORT Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder,
                                              const ImageTransform& transform);
 // Raw records of a folder, fields {"bytes", "length", "label"}.
-FEEDLINE_EXPORT Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> folder, uint64_t max_bytes);
+FEEDLINE_EXPORT Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> folder,
+                                           uint64_t max_bytes);
 // The standard image pipeline over a packed dataset, fields {"image", "label"}.
 FEEDLINE_EXPORT Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset,
                                             const ImageTransform& transform);

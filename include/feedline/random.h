@@ -28,7 +28,8 @@
 namespace feedline {
 
 namespace detail {
-__extension__ typedef unsigned __int128 Uint128;  // GCC/Clang builtin; __extension__ keeps -pedantic quiet
+__extension__ typedef unsigned __int128
+    Uint128;  // GCC/Clang builtin; __extension__ keeps -pedantic quiet
 }  // namespace detail
 
 // One Philox4x32-10 block: the published algorithm, checked against the
@@ -71,8 +72,7 @@ class SampleRng {
         ctr_{static_cast<uint32_t>(sample_id), static_cast<uint32_t>(sample_id >> 32), op_index,
              0} {}
 
-  static SampleRng ForSample(uint64_t seed, uint64_t epoch, uint64_t sample_id,
-                             uint32_t op_index) {
+  static SampleRng ForSample(uint64_t seed, uint64_t epoch, uint64_t sample_id, uint32_t op_index) {
     return SampleRng(EpochKey(seed, epoch), sample_id, op_index);
   }
 

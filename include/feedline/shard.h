@@ -78,7 +78,8 @@ class FEEDLINE_EXPORT ShardReader {
   // "What a reader must verify", 1-4). `path` may be an HTTP(S) URL. Errors:
   // NotFound; DataLoss naming the check that failed; InvalidArgument for a
   // foreign file or an unknown version (naming found and supported versions).
-  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, const HttpOptions& http = {});
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path,
+                                                   const HttpOptions& http = {});
   static Result<std::unique_ptr<ShardReader>> Open(std::unique_ptr<RandomAccessFile> file);
   ShardReader(const ShardReader&) = delete;
   ShardReader& operator=(const ShardReader&) = delete;

@@ -25,7 +25,9 @@ inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 31;
 // leveldb/TFRecord CRC masking: a CRC stored inside checksummed data does not
 // weaken the outer checksum.
 inline constexpr uint32_t kCrcMaskDelta = 0xA282EAD8u;
-inline constexpr uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta; }
+inline constexpr uint32_t MaskCrc(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta;
+}
 inline constexpr uint32_t UnmaskCrc(uint32_t masked) {
   const uint32_t rot = masked - kCrcMaskDelta;
   return (rot >> 17) | (rot << 15);

@@ -23,7 +23,7 @@ struct FEEDLINE_EXPORT Source {
   Kind kind = Kind::kImageFolder;
   std::shared_ptr<const SampleOp> read_op;  // fills bytes, label, location
   uint64_t num_samples = 0;
-  std::vector<std::string> classes;  // empty when the source has none (tars)
+  std::vector<std::string> classes;           // empty when the source has none (tars)
   std::shared_ptr<const ImageFolder> folder;  // the listing, for kImageFolder only
 };
 
@@ -48,7 +48,8 @@ struct FEEDLINE_EXPORT SourceOptions {
 FEEDLINE_EXPORT Source::Kind DetectSourceKind(const std::string& path);
 
 // Errors are those of the underlying opener, naming the file.
-FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path, const SourceOptions& options = {});
+FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path,
+                                          const SourceOptions& options = {});
 
 }  // namespace feedline
 

@@ -101,7 +101,7 @@ class Result {
  public:
   // Implicit on purpose: `return value;` and `return status;` both build a Result.
   Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor): see above
-  Result(Status status);                      // NOLINT(google-explicit-constructor): see above
+  Result(Status status);                     // NOLINT(google-explicit-constructor): see above
 
   bool ok() const { return v_.index() == 0; }
   // OK when a value is held.
@@ -148,9 +148,9 @@ void Result<T>::CheckOk() const {
 }  // namespace feedline
 
 // Returns early from the enclosing function if `expr` (a Status) is not OK.
-#define FEEDLINE_RETURN_IF_ERROR(expr)                  \
-  do {                                                  \
-    ::feedline::Status feedline_status_ = (expr);       \
+#define FEEDLINE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::feedline::Status feedline_status_ = (expr);        \
     if (!feedline_status_.ok()) return feedline_status_; \
   } while (0)
 

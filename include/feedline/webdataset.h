@@ -24,9 +24,9 @@
 namespace feedline {
 
 struct FEEDLINE_EXPORT TarSample {
-  uint32_t tar = 0;       // index into TarDataset::paths()
+  uint32_t tar = 0;  // index into TarDataset::paths()
   std::string key;
-  uint64_t offset = 0;    // of the image bytes in the tar
+  uint64_t offset = 0;  // of the image bytes in the tar
   uint64_t size = 0;
   int64_t label = -1;
 };
@@ -54,7 +54,8 @@ class FEEDLINE_EXPORT TarDataset {
 
 // Reads sample i of the tars into the sample's bytes; sets label, key and
 // location (tar path, sample number, offset).
-FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeTarReadOp(std::shared_ptr<const TarDataset> dataset);
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeTarReadOp(
+    std::shared_ptr<const TarDataset> dataset);
 
 }  // namespace feedline
 

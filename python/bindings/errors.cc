@@ -17,14 +17,16 @@ PyObject* g_timeout_error = nullptr;
 
 // A class `name` in module m deriving from every one of `bases`; the
 // module keeps it alive for the life of the process.
-PyObject* NewError(py::module_& m, const char* name, std::initializer_list<PyObject*> bases, const char* doc) {
+PyObject* NewError(py::module_& m, const char* name, std::initializer_list<PyObject*> bases,
+                   const char* doc) {
   py::tuple bases_tuple(bases.size());
   size_t i = 0;
   for (PyObject* b : bases) bases_tuple[i++] = py::reinterpret_borrow<py::object>(b);
   const std::string qualified = std::string(PyModule_GetName(m.ptr())) + "." + name;
   PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases_tuple.ptr(), nullptr);
   if (type == nullptr) throw py::error_already_set();
-  m.attr(name) = py::reinterpret_borrow<py::object>(type);  // the new reference is kept: never freed
+  m.attr(name) =
+      py::reinterpret_borrow<py::object>(type);  // the new reference is kept: never freed
   return type;
 }
 
@@ -33,14 +35,18 @@ PyObject* NewError(py::module_& m, const char* name, std::initializer_list<PyObj
 void RegisterErrors(py::module_& m) {
   static py::exception<std::runtime_error> error(m, "Error", PyExc_RuntimeError);
   g_error = error.ptr();
-  g_resource_error = NewError(m, "ResourceError", {g_error}, "A memory or descriptor budget is exhausted.");
-  g_cancelled_error = NewError(m, "CancelledError", {g_error}, "The loader was cancelled or closed.");
-  g_invalid_argument_error =
-      NewError(m, "InvalidArgumentError", {g_error, PyExc_ValueError}, "Bad options, input or state.");
-  g_out_of_range_error = NewError(m, "OutOfRangeError", {g_error, PyExc_ValueError}, "A value out of range.");
-  g_not_found_error =
-      NewError(m, "NotFoundError", {g_error, PyExc_FileNotFoundError}, "A file, directory or class is missing.");
-  g_timeout_error = NewError(m, "TimeoutError", {g_error, PyExc_TimeoutError}, "An operation took too long.");
+  g_resource_error =
+      NewError(m, "ResourceError", {g_error}, "A memory or descriptor budget is exhausted.");
+  g_cancelled_error =
+      NewError(m, "CancelledError", {g_error}, "The loader was cancelled or closed.");
+  g_invalid_argument_error = NewError(m, "InvalidArgumentError", {g_error, PyExc_ValueError},
+                                      "Bad options, input or state.");
+  g_out_of_range_error =
+      NewError(m, "OutOfRangeError", {g_error, PyExc_ValueError}, "A value out of range.");
+  g_not_found_error = NewError(m, "NotFoundError", {g_error, PyExc_FileNotFoundError},
+                               "A file, directory or class is missing.");
+  g_timeout_error =
+      NewError(m, "TimeoutError", {g_error, PyExc_TimeoutError}, "An operation took too long.");
 }
 
 void ThrowIfError(const Status& status) {

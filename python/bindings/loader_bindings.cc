@@ -5,8 +5,8 @@
 // through PyText (messages) or PyFsName (file and class names), never
 // pybind11's strict UTF-8 conversion: a name that is not UTF-8 must not turn
 // an error into a UnicodeDecodeError or break stats().
-#include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
@@ -60,7 +60,8 @@ py::dict BatchDict(const Batch& b) {
   d["fields"] = fields;
   d["names"] = names;
   d["dtypes"] = dtypes;
-  d["sample_ids"] = py::array_t<uint64_t>(static_cast<py::ssize_t>(b.size()), b.sample_ids().data());
+  d["sample_ids"] =
+      py::array_t<uint64_t>(static_cast<py::ssize_t>(b.size()), b.sample_ids().data());
   d["epoch"] = b.epoch();
   d["index"] = b.index();
   d["num_padding"] = b.num_padding();
@@ -92,13 +93,13 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   }
   d["workers"] = workers;
   const RingMetrics& r = m.ring;
-  d["ring"] = py::dict(py::arg("batches_delivered") = r.batches_delivered,
-                       py::arg("depth_ready") = r.depth_ready, py::arg("depth_filling") = r.depth_filling,
-                       py::arg("buffers_allocated") = r.buffers_allocated,
-                       py::arg("buffers_max") = r.buffers_max,
-                       py::arg("buffers_held_by_consumer") = r.buffers_held_by_consumer,
-                       py::arg("batch_bytes") = r.batch_bytes, py::arg("bytes_held") = r.bytes_held,
-                       py::arg("peak_bytes_held") = r.peak_bytes_held, py::arg("max_bytes") = r.max_bytes);
+  d["ring"] = py::dict(
+      py::arg("batches_delivered") = r.batches_delivered, py::arg("depth_ready") = r.depth_ready,
+      py::arg("depth_filling") = r.depth_filling,
+      py::arg("buffers_allocated") = r.buffers_allocated, py::arg("buffers_max") = r.buffers_max,
+      py::arg("buffers_held_by_consumer") = r.buffers_held_by_consumer,
+      py::arg("batch_bytes") = r.batch_bytes, py::arg("bytes_held") = r.bytes_held,
+      py::arg("peak_bytes_held") = r.peak_bytes_held, py::arg("max_bytes") = r.max_bytes);
   d["consumer"] = py::dict(py::arg("batches") = m.consumer.batches,
                            py::arg("next_calls") = m.consumer.next_calls,
                            py::arg("wait_s") = m.consumer.wait_ns / 1e9);
@@ -134,10 +135,10 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   for (const SampleError& e : m.errors.log) log.append(PyText(e.ToString()));
   py::dict by_reason;
   for (const auto& [reason, n] : m.errors.by_reason) by_reason[PyText(reason)] = n;
-  d["errors"] = py::dict(py::arg("total") = m.errors.total, py::arg("skipped") = m.errors.skipped,
-                         py::arg("empty_batches") = m.errors.empty_batches,
-                         py::arg("by_reason") = by_reason, py::arg("log") = log,
-                         py::arg("log_dropped") = m.errors.log_dropped);
+  d["errors"] =
+      py::dict(py::arg("total") = m.errors.total, py::arg("skipped") = m.errors.skipped,
+               py::arg("empty_batches") = m.errors.empty_batches, py::arg("by_reason") = by_reason,
+               py::arg("log") = log, py::arg("log_dropped") = m.errors.log_dropped);
   return d;
 }
 
@@ -259,7 +260,9 @@ void RegisterLoader(py::module_& m) {
       .value("RANDOM_RESIZED", CropMode::kRandomResized)
       .value("RESIZE_CENTER", CropMode::kResizeCenter)
       .value("RESIZE_FULL", CropMode::kResizeFull);
-  py::enum_<ErrorPolicy>(m, "ErrorPolicy").value("RAISE", ErrorPolicy::kRaise).value("SKIP", ErrorPolicy::kSkip);
+  py::enum_<ErrorPolicy>(m, "ErrorPolicy")
+      .value("RAISE", ErrorPolicy::kRaise)
+      .value("SKIP", ErrorPolicy::kSkip);
 
   py::class_<ImageTransform>(m, "ImageTransform")
       .def(py::init<>())
@@ -278,8 +281,10 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("layout", &ImageTransform::layout)
       .def_readwrite("dct_scaling", &ImageTransform::dct_scaling);
   // The one source-kind rule (source.h), for the Python face and the doctor.
-  m.def("source_kind", [](const std::string& path) { return std::string(SourceKindName(DetectSourceKind(path))); },
-        py::arg("path"));
+  m.def(
+      "source_kind",
+      [](const std::string& path) { return std::string(SourceKindName(DetectSourceKind(path))); },
+      py::arg("path"));
   m.def("available_cores", &AvailableCores);
   m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
   m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
@@ -331,8 +336,10 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
   py::class_<PyLoader>(m, "Loader")
-      .def(py::init<const std::string&, const SampleSpec&, const LoaderOptions&, const SourceOptions&>(),
-           py::arg("root"), py::arg("spec"), py::arg("options"), py::arg("source") = SourceOptions())
+      .def(py::init<const std::string&, const SampleSpec&, const LoaderOptions&,
+                    const SourceOptions&>(),
+           py::arg("root"), py::arg("spec"), py::arg("options"),
+           py::arg("source") = SourceOptions())
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

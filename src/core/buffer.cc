@@ -36,7 +36,8 @@ class HostAllocator final : public BufferAllocator {
     // can be pinned on its own (cudaHostRegister works on pages).
     const size_t align = bytes >= kPageBytes ? kPageBytes : kBufferAlignment;
     if (bytes > std::numeric_limits<size_t>::max() - align) {
-      return ResourceExhaustedError("host allocator: cannot allocate " + std::to_string(bytes) + " bytes");
+      return ResourceExhaustedError("host allocator: cannot allocate " + std::to_string(bytes) +
+                                    " bytes");
     }
     const size_t rounded = (bytes + align - 1) / align * align;
     void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);

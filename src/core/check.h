@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define FEEDLINE_CHECK(cond)                                                                 \
-  do {                                                                                       \
-    if (__builtin_expect(!(cond), 0)) {                                                      \
+#define FEEDLINE_CHECK(cond)                                                                    \
+  do {                                                                                          \
+    if (__builtin_expect(!(cond), 0)) {                                                         \
       std::fprintf(stderr, "feedline: check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                          \
-    }                                                                                        \
+      std::abort();                                                                             \
+    }                                                                                           \
   } while (0)
 
 #endif  // FEEDLINE_SRC_CORE_CHECK_H_

@@ -99,8 +99,9 @@ uint64_t CgroupMemoryLeft() {
     consider(detail::ParseCgroupMemoryValue(ReadSmallFile((dir + "/memory.max").c_str())),
              detail::ParseCgroupMemoryValue(ReadSmallFile((dir + "/memory.current").c_str())));
   }
-  consider(detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory/memory.limit_in_bytes")),
-           detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory/memory.usage_in_bytes")));
+  consider(
+      detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory/memory.limit_in_bytes")),
+      detail::ParseCgroupMemoryValue(ReadSmallFile("/sys/fs/cgroup/memory/memory.usage_in_bytes")));
   return limited ? std::max<uint64_t>(left, 1) : 0;
 }
 

@@ -53,8 +53,8 @@ uint64_t DefaultRamBudget(double fraction);
 namespace detail {
 // Parsers, exposed for tests. Return 0 when there is no limit or the text is
 // not understood.
-double ParseCgroupV2CpuMax(std::string_view text);  // "max 100000" or "150000 100000"
-uint64_t ParseMeminfoAvailable(std::string_view text);  // bytes
+double ParseCgroupV2CpuMax(std::string_view text);       // "max 100000" or "150000 100000"
+uint64_t ParseMeminfoAvailable(std::string_view text);   // bytes
 uint64_t ParseCgroupMemoryValue(std::string_view text);  // "max" -> 0
 }  // namespace detail
 

@@ -41,7 +41,8 @@ class Loader::Impl {
       if (impl->consumer_busy.exchange(true, std::memory_order_acquire)) {
         status_ = FailedPreconditionError(
             std::string("Loader::") + what +
-            " while another thread is inside Next/SetEpoch/RestoreState of the same loader: a loader "
+            " while another thread is inside Next/SetEpoch/RestoreState of the same loader: a "
+            "loader "
             "has one consumer; iterate it from one thread, or give each thread its own loader");
         return;
       }
@@ -108,7 +109,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   if (cpu_budget_auto) options.cpu_budget = core::AvailableCores();
   detail::PipelineDemand demand;
   {
-    const detail::BatchLayout layout = detail::BatchLayout::Make(options.batch_size, pipeline.fields);
+    const detail::BatchLayout layout =
+        detail::BatchLayout::Make(options.batch_size, pipeline.fields);
     demand.batch_bytes = layout.total_bytes;
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       demand.batch_detail += (i ? ", " : "") + layout.fields[i].name + " " +
@@ -129,8 +131,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   if (options.allocator == nullptr) options.allocator = NewHostAllocator();
 
   auto impl = std::make_unique<Impl>();
-  impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options),
-                                            sampler, par);
+  impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options), sampler, par);
   impl->core->NotifyPlan();  // before the workers start: read-ahead can begin with them
   impl->threads.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {
@@ -191,8 +192,8 @@ std::string Loader::SaveState() const { return impl_->core->SaveState(); }
 Status Loader::RestoreState(std::string_view state) {
   Impl::ConsumerScope scope(impl_.get(), "RestoreState");
   FEEDLINE_RETURN_IF_ERROR(scope.status());
-  FEEDLINE_ASSIGN_OR_RETURN(SamplerPosition pos,
-                            impl_->core->sampler_.RestoreState(state, impl_->core->options_.elastic));
+  FEEDLINE_ASSIGN_OR_RETURN(SamplerPosition pos, impl_->core->sampler_.RestoreState(
+                                                     state, impl_->core->options_.elastic));
   impl_->core->Reset(pos.epoch, pos.batch);
   return Status::OK();
 }
@@ -205,4 +206,3 @@ uint64_t Loader::epoch() const { return impl_->core->epoch(); }
 uint32_t Loader::num_threads() const { return impl_->core->active_threads(); }
 
 }  // namespace feedline
-

@@ -76,8 +76,8 @@ void LoaderCore::InstallPlan() {
 bool LoaderCore::InstallNextPlan(std::shared_ptr<const EpochPlan> plan, uint64_t generation) {
   planning_ = false;
   work_cv_.SignalAll();
-  if (generation != plan_generation_ || claim_plan_ == nullptr || claim_plan_->epoch + 1 != plan->epoch ||
-      next_claim_ < claim_plan_->ids.size()) {
+  if (generation != plan_generation_ || claim_plan_ == nullptr ||
+      claim_plan_->epoch + 1 != plan->epoch || next_claim_ < claim_plan_->ids.size()) {
     return false;
   }
   claim_plan_ = std::move(plan);
@@ -98,7 +98,8 @@ LoaderCore::Claim LoaderCore::CheckClaim(size_t worker) const {
     return !planning_ && claim_plan_->epoch == epoch_ ? Claim::kPlanNext : Claim::kNoInput;
   }
   const uint64_t b = next_claim_ / claim_plan_->batch_size;
-  if (!inflight_.empty() && inflight_.back().epoch == claim_plan_->epoch && inflight_.back().batch == b) {
+  if (!inflight_.empty() && inflight_.back().epoch == claim_plan_->epoch &&
+      inflight_.back().batch == b) {
     return Claim::kWork;
   }
   if (!free_buffers_.empty() || buffers_allocated_ < ring_depth_) return Claim::kWork;
@@ -128,8 +129,8 @@ Slot& LoaderCore::SlotForClaim(const EpochPlan& plan, uint64_t b) {
     } else {
       slot.buffer = std::move(buf).value();
       ++buffers_allocated_;
-      peak_bytes_ = std::max<uint64_t>(peak_bytes_, uint64_t{buffers_allocated_} *
-                                                        layout_->total_bytes);
+      peak_bytes_ =
+          std::max<uint64_t>(peak_bytes_, uint64_t{buffers_allocated_} * layout_->total_bytes);
     }
   }
   ++batches_started_;
@@ -231,8 +232,8 @@ Status LoaderCore::ConsumerHoldsAllBuffersError() const {
   return ResourceExhaustedError(
       "the consumer holds all " + std::to_string(ring_depth_) + " batch buffers (" +
       std::to_string(ring_depth_) + " x " + Bytes(layout_->total_bytes) +
-      ", within max_bytes=" + std::to_string(options_.max_bytes) + ", ring_depth=" +
-      (par_.ring_auto ? "auto" : std::to_string(options_.ring_depth)) +
+      ", within max_bytes=" + std::to_string(options_.max_bytes) +
+      ", ring_depth=" + (par_.ring_auto ? "auto" : std::to_string(options_.ring_depth)) +
       "), so no further batch can be produced; release batches or raise the budget");
 }
 
@@ -324,7 +325,8 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
       }
       int64_t wait_ns = -1;  // forever
       if (options_.stall_timeout_ms != 0) {
-        wait_ns = std::min<int64_t>(kStallPollNs, static_cast<int64_t>(options_.stall_timeout_ms) * 1'000'000);
+        wait_ns = std::min<int64_t>(kStallPollNs,
+                                    static_cast<int64_t>(options_.stall_timeout_ms) * 1'000'000);
       }
       if (deadline_ns != 0) {
         const int64_t left = deadline_ns - NowNs();
@@ -409,10 +411,11 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
       // Skipping it would give this rank one batch fewer than the others,
       // and the job would hang at its next collective: fail loudly instead.
       Stop(DataLossError(
-          "every sample of batch " + std::to_string(slot.batch) + " of epoch " + std::to_string(slot.epoch) +
-          " on rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world_size) +
-          " failed (" + std::to_string(count) +
-          " skipped); an empty batch cannot be delivered, and skipping it would leave this rank with fewer "
+          "every sample of batch " + std::to_string(slot.batch) + " of epoch " +
+          std::to_string(slot.epoch) + " on rank " + std::to_string(options_.rank) + " of " +
+          std::to_string(options_.world_size) + " failed (" + std::to_string(count) +
+          " skipped); an empty batch cannot be delivered, and skipping it would leave this rank "
+          "with fewer "
           "batches than the others (a hang at the next collective). Last error: " +
           (data->skipped.empty() ? std::string("?") : data->skipped.back().ToString())));
       return stopped_;
@@ -469,7 +472,8 @@ void LoaderCore::Reset(uint64_t epoch, uint64_t batch) {
     // Already there (set_epoch(e) at the start of epoch e, the usual
     // DistributedSampler idiom): keep the batches in flight, the same bytes
     // either way.
-    if (epoch == epoch_ && batch == deliver_batch_ && plan_ != nullptr && plan_->epoch == epoch) return;
+    if (epoch == epoch_ && batch == deliver_batch_ && plan_ != nullptr && plan_->epoch == epoch)
+      return;
     DrainAndClear(&l);
     epoch_ = epoch;
     deliver_batch_ = batch;

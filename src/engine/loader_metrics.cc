@@ -1,6 +1,4 @@
 // The metrics snapshot (metrics.h): counters read without stopping anyone.
-#include "src/engine/detail/loader_core.h"
-
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -9,6 +7,7 @@
 
 #include "src/core/check.h"
 #include "src/core/clock.h"
+#include "src/engine/detail/loader_core.h"
 
 namespace feedline {
 

@@ -1,9 +1,9 @@
 #include "feedline/sample.h"
 
-#include "src/engine/detail/scratch_gate.h"
-
 #include <string>
 #include <utility>
+
+#include "src/engine/detail/scratch_gate.h"
 
 namespace feedline {
 

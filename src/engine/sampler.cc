@@ -1,8 +1,7 @@
 #include "feedline/sampler.h"
 
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -37,8 +36,7 @@ constexpr size_t kStateSize = 80;
 constexpr size_t kStateSizeV1 = 64;
 constexpr uint16_t kFlagShuffle = 1, kFlagDropLast = 2;
 
-std::string Mismatch(std::string_view field, const std::string& in_state,
-                     const std::string& here) {
+std::string Mismatch(std::string_view field, const std::string& in_state, const std::string& here) {
   return "sampler state does not match this loader: " + std::string(field) + " is " + in_state +
          " in the saved state but " + here + " here";
 }
@@ -60,8 +58,8 @@ Result<Sampler> Sampler::Create(const SamplerOptions& o) {
   if (o.batch_size == 0) return InvalidArgumentError("batch_size must be > 0");
   if (o.world_size == 0) return InvalidArgumentError("world_size must be > 0");
   if (o.rank >= o.world_size) {
-    return InvalidArgumentError("rank " + std::to_string(o.rank) + " is not in [0, world_size=" +
-                                std::to_string(o.world_size) + ")");
+    return InvalidArgumentError("rank " + std::to_string(o.rank) +
+                                " is not in [0, world_size=" + std::to_string(o.world_size) + ")");
   }
   return Sampler(o);
 }
@@ -150,8 +148,8 @@ Result<SamplerPosition> Sampler::RestoreState(std::string_view blob, bool elasti
   }
   const size_t size = version == 1 ? kStateSizeV1 : kStateSize;
   if (blob.size() != size) {
-    return DataLossError("sampler state has " + std::to_string(blob.size()) +
-                         " bytes, expected " + std::to_string(size));
+    return DataLossError("sampler state has " + std::to_string(blob.size()) + " bytes, expected " +
+                         std::to_string(size));
   }
   if (DecodeFixed64(p + size - 8) != Fnv1a64(p, size - 8)) {
     return DataLossError("sampler state checksum mismatch (corrupt state)");
@@ -166,19 +164,21 @@ Result<SamplerPosition> Sampler::RestoreState(std::string_view blob, bool elasti
     // 0 on either side: nothing to compare (a pipeline whose ops give none).
     const uint64_t data = DecodeFixed64(p + 56), config = DecodeFixed64(p + 64);
     if (data != 0 && o.data_fingerprint != 0 && data != o.data_fingerprint) {
-      return InvalidArgumentError(Mismatch("the dataset fingerprint (sample keys, sizes, labels)", Hex(data),
-                                           Hex(o.data_fingerprint)) +
+      return InvalidArgumentError(Mismatch("the dataset fingerprint (sample keys, sizes, labels)",
+                                           Hex(data), Hex(o.data_fingerprint)) +
                                   ": the state was saved on another dataset");
     }
     if (config != 0 && o.config_fingerprint != 0 && config != o.config_fingerprint) {
-      return InvalidArgumentError(Mismatch("the transform fingerprint", Hex(config), Hex(o.config_fingerprint)) +
-                                  ": the state was saved with another transform");
+      return InvalidArgumentError(
+          Mismatch("the transform fingerprint", Hex(config), Hex(o.config_fingerprint)) +
+          ": the state was saved with another transform");
     }
   }
-  if (seed != o.seed) return InvalidArgumentError(Mismatch("seed", std::to_string(seed), std::to_string(o.seed)));
+  if (seed != o.seed)
+    return InvalidArgumentError(Mismatch("seed", std::to_string(seed), std::to_string(o.seed)));
   if (num_samples != o.num_samples) {
-    return InvalidArgumentError(Mismatch("num_samples", std::to_string(num_samples),
-                                         std::to_string(o.num_samples)));
+    return InvalidArgumentError(
+        Mismatch("num_samples", std::to_string(num_samples), std::to_string(o.num_samples)));
   }
   if (((flags & kFlagShuffle) != 0) != o.shuffle) {
     return InvalidArgumentError(Mismatch("shuffle", Bool(flags & kFlagShuffle), Bool(o.shuffle)));
@@ -189,7 +189,8 @@ Result<SamplerPosition> Sampler::RestoreState(std::string_view blob, bool elasti
   }
   const bool same_global = batch_size * world_size == global_batch_size();
   if (world_size != o.world_size && !(elastic && same_global)) {
-    std::string msg = Mismatch("world_size", std::to_string(world_size), std::to_string(o.world_size));
+    std::string msg =
+        Mismatch("world_size", std::to_string(world_size), std::to_string(o.world_size));
     msg += elastic ? "; elastic restore needs the same global batch size (" +
                          std::to_string(batch_size * world_size) + " saved, " +
                          std::to_string(global_batch_size()) + " here)"

@@ -6,7 +6,9 @@
 namespace feedline::detail {
 
 ScratchGate::ScratchGate(uint64_t retained_bytes, uint64_t allowance_bytes, uint64_t budget_bytes)
-    : retained_bytes_(retained_bytes), allowance_bytes_(allowance_bytes), budget_bytes_(budget_bytes) {}
+    : retained_bytes_(retained_bytes),
+      allowance_bytes_(allowance_bytes),
+      budget_bytes_(budget_bytes) {}
 
 Status ScratchGate::Charge(uint64_t before, uint64_t bytes, std::string_view what,
                            bool* holds_allowance) {
@@ -14,8 +16,9 @@ Status ScratchGate::Charge(uint64_t before, uint64_t bytes, std::string_view wha
   if (total <= retained_bytes_) return Status::OK();
   if (total > allowance_bytes_) {
     return ResourceExhaustedError(
-        std::string(what) + " needs " + std::to_string(total) + " bytes of scratch; the RAM budget (max_bytes=" +
-        std::to_string(budget_bytes_) + ") allows " + std::to_string(std::max(retained_bytes_, allowance_bytes_)) +
+        std::string(what) + " needs " + std::to_string(total) +
+        " bytes of scratch; the RAM budget (max_bytes=" + std::to_string(budget_bytes_) +
+        ") allows " + std::to_string(std::max(retained_bytes_, allowance_bytes_)) +
         " bytes for one sample: raise the budget or lower the decode limits");
   }
   if (*holds_allowance) return Status::OK();

@@ -1,7 +1,5 @@
 // The tuner driver: measures a window of counters, asks the policy
 // (tuner_policy.cc), applies its decision within the RAM budget.
-#include "src/engine/detail/loader_core.h"
-
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -11,6 +9,7 @@
 #include "src/core/check.h"
 #include "src/core/clock.h"
 #include "src/core/cpu.h"
+#include "src/engine/detail/loader_core.h"
 
 namespace feedline {
 
@@ -104,7 +103,8 @@ uint64_t LoaderCore::ScratchBytes(uint64_t* per_thread_max) const {
 }
 
 uint64_t LoaderCore::ChargedBytes() const {
-  return uint64_t{buffers_allocated_} * layout_->total_bytes + par_.reserved_bytes + ScratchBytes(nullptr);
+  return uint64_t{buffers_allocated_} * layout_->total_bytes + par_.reserved_bytes +
+         ScratchBytes(nullptr);
 }
 
 void LoaderCore::Log(std::string line) {
@@ -136,7 +136,8 @@ detail::TunerConfig LoaderCore::Apply(const detail::TunerConfig& from, detail::T
     return c;
   };
   std::string trimmed;
-  while (to.ring_depth > from.ring_depth && charged(to.threads, to.ring_depth) > options_.max_bytes) {
+  while (to.ring_depth > from.ring_depth &&
+         charged(to.threads, to.ring_depth) > options_.max_bytes) {
     --to.ring_depth;
     trimmed = "ring";
   }
@@ -154,7 +155,8 @@ detail::TunerConfig LoaderCore::Apply(const detail::TunerConfig& from, detail::T
   if (to.read_ahead_in_flight != from.read_ahead_in_flight ||
       to.read_ahead_bytes != from.read_ahead_bytes) {
     for (const auto& op : pipeline_.ops) {
-      if (op->background() != nullptr) op->background()->SetLimits(to.read_ahead_in_flight, to.read_ahead_bytes);
+      if (op->background() != nullptr)
+        op->background()->SetLimits(to.read_ahead_in_flight, to.read_ahead_bytes);
     }
   }
   MutexLock l(&mu_);
@@ -203,7 +205,8 @@ void LoaderCore::TunerLoop() {
       if (cancelled_.load(std::memory_order_relaxed)) return;
     }
     const Totals now = ReadTotals();
-    if (now.batches - prev.batches < kMinBatches && now.now_ns - prev.now_ns < kMaxWindowNs) continue;
+    if (now.batches - prev.batches < kMinBatches && now.now_ns - prev.now_ns < kMaxWindowNs)
+      continue;
     detail::TunerWindow w;
     w.wall_s = static_cast<double>(now.now_ns - prev.now_ns) / 1e9;
     w.consumer_wait_s = static_cast<double>(now.consumer_wait_ns - prev.consumer_wait_ns) / 1e9;
@@ -220,7 +223,8 @@ void LoaderCore::TunerLoop() {
     const double loader_s =
         static_cast<double>(static_cast<int64_t>(now.loader_cpu_ns - prev.loader_cpu_ns)) / 1e9;
     w.trainer_cpu_s = std::max(0.0, process_s - loader_s);
-    w.trainer_cpu_in_next_s = static_cast<double>(now.consumer_next_cpu_ns - prev.consumer_next_cpu_ns) / 1e9;
+    w.trainer_cpu_in_next_s =
+        static_cast<double>(now.consumer_next_cpu_ns - prev.consumer_next_cpu_ns) / 1e9;
     prev = now;
     const detail::TunerConfig current = CurrentConfig();
     std::vector<std::string> why;

@@ -37,9 +37,10 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
     if (starve > kStarved && throughput < last_throughput_ * (1 + kMinGain)) {
       ceiling_ = from;
       ceiling_demand_ = demand;
-      say(Format("threads %u -> %u: the added threads did not raise throughput (%.0f -> %.0f samples/s): "
-                 "the cores are saturated",
-                 n, from, last_throughput_, throughput));
+      say(Format(
+          "threads %u -> %u: the added threads did not raise throughput (%.0f -> %.0f samples/s): "
+          "the cores are saturated",
+          n, from, last_throughput_, throughput));
       return from;
     }
   }
@@ -49,7 +50,9 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
                                             : std::numeric_limits<double>::infinity();
   const uint32_t max = limits_.max_threads;
   const uint32_t target =
-      std::isfinite(need) ? static_cast<uint32_t>(std::clamp(std::ceil(need), 1.0, static_cast<double>(max))) : max;
+      std::isfinite(need)
+          ? static_cast<uint32_t>(std::clamp(std::ceil(need), 1.0, static_cast<double>(max)))
+          : max;
   const uint32_t cap = ceiling_ != 0 ? std::min(ceiling_, max) : max;
 
   if (starve > kStarved) {
@@ -66,7 +69,9 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
     last_shed_from_ = 0;
     last_added_from_ = n;
     last_throughput_ = throughput;
-    say(Format("threads %u -> %u: the consumer waited %.1f%% of the time; need %.1f threads for %.0f samples/s "
+    say(
+        Format("threads %u -> %u: the consumer waited %.1f%% of the time; need %.1f threads for "
+               "%.0f samples/s "
                "at %.2f ms/sample",
                n, to, 100 * starve, need, demand, 1e3 * service_s));
     return to;
@@ -76,7 +81,9 @@ uint32_t TunerPolicy::TuneThreads(const TunerWindow& w, const TunerConfig& c, do
     if (++fed_windows_ >= kShedAfter) {
       fed_windows_ = 0;
       last_shed_from_ = n;
-      say(Format("threads %u -> %u: the consumer is the bound (waited %.2f%%; %.0f samples/s need %.1f threads)",
+      say(
+          Format("threads %u -> %u: the consumer is the bound (waited %.2f%%; %.0f samples/s need "
+                 "%.1f threads)",
                  n, n - 1, 100 * starve, demand, need));
       return n - 1;
     }
@@ -96,15 +103,15 @@ uint32_t TunerPolicy::TuneTrainerCores(const TunerWindow& w, uint32_t reserved,
   const auto most = static_cast<uint32_t>(cores) - 1;
   auto say = [&](uint32_t to, const char* what) {
     if (why == nullptr) return;
-    why->push_back(Format("cpu budget %u -> %u threads while the loop steps: it used %.2f cores outside Next "
-                          "(%.0f%% of the time)%s; %u while it waits",
-                          static_cast<uint32_t>(cores) - reserved, static_cast<uint32_t>(cores) - to, c,
-                          100 * out_s / w.wall_s, what, static_cast<uint32_t>(cores)));
+    why->push_back(
+        Format("cpu budget %u -> %u threads while the loop steps: it used %.2f cores outside Next "
+               "(%.0f%% of the time)%s; %u while it waits",
+               static_cast<uint32_t>(cores) - reserved, static_cast<uint32_t>(cores) - to, c,
+               100 * out_s / w.wall_s, what, static_cast<uint32_t>(cores)));
   };
   // The cores a step using c needs: the smallest k with c <= k - 1 + kTrainerRaise.
-  const uint32_t need = c > kTrainerRaise
-                            ? std::min(most, static_cast<uint32_t>(std::ceil(c - kTrainerRaise)))
-                            : 0;
+  const uint32_t need =
+      c > kTrainerRaise ? std::min(most, static_cast<uint32_t>(std::ceil(c - kTrainerRaise))) : 0;
   if (need > reserved) {
     trainer_low_windows_ = 0;
     if (trainer_lowered_) trainer_lower_after_ = std::min(trainer_lower_after_ * 2, 1024);
@@ -158,9 +165,11 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
     const double cores = static_cast<double>(std::max<uint32_t>(1, limits_.cores));
     trainer_cores_ = std::clamp(w.trainer_cpu_s / w.wall_s, 0.0, cores);
     const double step_cpu = std::max(0.0, w.trainer_cpu_s - w.trainer_cpu_in_next_s);
-    trainer_step_cores_ = own_s > kMinStepShare * w.wall_s ? std::clamp(step_cpu / own_s, 0.0, cores) : 0.0;
+    trainer_step_cores_ =
+        own_s > kMinStepShare * w.wall_s ? std::clamp(step_cpu / own_s, 0.0, cores) : 0.0;
   }
-  if (limits_.lend_trainer_cores) next.reserved_cores = TuneTrainerCores(w, current.reserved_cores, why);
+  if (limits_.lend_trainer_cores)
+    next.reserved_cores = TuneTrainerCores(w, current.reserved_cores, why);
 
   if (limits_.tune_ring && starve > kStarved && current.ring_depth < limits_.max_ring_depth) {
     const double blocked = w.blocked_output_s / std::max(1e-9, w.busy_s + w.blocked_output_s);
@@ -171,9 +180,10 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
     if (blocked > 0.05 || jitter) {
       next.ring_depth = current.ring_depth + 1;
       if (why != nullptr) {
-        why->push_back(Format("ring %u -> %u: the consumer waited %.1f%% while workers were blocked on a "
-                              "free buffer %.1f%% of their time",
-                              current.ring_depth, next.ring_depth, 100 * starve, 100 * blocked));
+        why->push_back(
+            Format("ring %u -> %u: the consumer waited %.1f%% while workers were blocked on a "
+                   "free buffer %.1f%% of their time",
+                   current.ring_depth, next.ring_depth, 100 * starve, 100 * blocked));
       }
     }
   }
@@ -184,21 +194,24 @@ TunerConfig TunerPolicy::Step(const TunerWindow& w, const TunerConfig& current,
     // Aim above the rate seen while starving, to find out whether more
     // fetches in flight would help.
     const double rate = throughput * (starve > kStarved ? 1.5 : kHeadroom);
-    const auto in_flight = static_cast<uint32_t>(
-        std::clamp(std::ceil(rate * latency * 1.5) + 1, 1.0, static_cast<double>(limits_.max_in_flight)));
-    const double max_bytes = static_cast<double>(std::max<uint64_t>(1, limits_.max_read_ahead_bytes));
+    const auto in_flight = static_cast<uint32_t>(std::clamp(
+        std::ceil(rate * latency * 1.5) + 1, 1.0, static_cast<double>(limits_.max_in_flight)));
+    const double max_bytes =
+        static_cast<double>(std::max<uint64_t>(1, limits_.max_read_ahead_bytes));
     const auto bytes = static_cast<uint64_t>(
         std::clamp(2.0 * in_flight * mean_bytes, std::min(mean_bytes + 1, max_bytes), max_bytes));
-    const bool bytes_moved = std::fabs(static_cast<double>(bytes) - static_cast<double>(current.read_ahead_bytes)) >
-                             0.25 * static_cast<double>(std::max<uint64_t>(1, current.read_ahead_bytes));
+    const bool bytes_moved =
+        std::fabs(static_cast<double>(bytes) - static_cast<double>(current.read_ahead_bytes)) >
+        0.25 * static_cast<double>(std::max<uint64_t>(1, current.read_ahead_bytes));
     if (in_flight != current.read_ahead_in_flight || bytes_moved) {
       next.read_ahead_in_flight = in_flight;
       next.read_ahead_bytes = bytes;
       if (why != nullptr) {
-        why->push_back(Format("read-ahead %u -> %u fetches, %llu -> %llu bytes: %.0f records/s x %.1f ms latency",
-                              current.read_ahead_in_flight, in_flight,
-                              static_cast<unsigned long long>(current.read_ahead_bytes),
-                              static_cast<unsigned long long>(bytes), rate, 1e3 * latency));
+        why->push_back(Format(
+            "read-ahead %u -> %u fetches, %llu -> %llu bytes: %.0f records/s x %.1f ms latency",
+            current.read_ahead_in_flight, in_flight,
+            static_cast<unsigned long long>(current.read_ahead_bytes),
+            static_cast<unsigned long long>(bytes), rate, 1e3 * latency));
       }
     }
   }

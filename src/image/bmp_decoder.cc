@@ -11,8 +11,8 @@ namespace feedline::image {
 namespace {
 
 constexpr size_t kFileHeaderBytes = 14;
-constexpr uint32_t kBiRgb = 0, kBiRle8 = 1, kBiRle4 = 2, kBiBitfields = 3, kBiJpeg = 4,
-                   kBiPng = 5, kBiAlphaBitfields = 6;
+constexpr uint32_t kBiRgb = 0, kBiRle8 = 1, kBiRle4 = 2, kBiBitfields = 3, kBiJpeg = 4, kBiPng = 5,
+                   kBiAlphaBitfields = 6;
 
 uint16_t U16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 uint32_t U32(const uint8_t* p) {
@@ -49,8 +49,9 @@ struct Layout {
   uint32_t bits = 0;
   size_t stride = 0;        // bytes per stored row (4-byte aligned)
   size_t pixel_offset = 0;  // of the first stored row
-  std::array<uint8_t, size_t{256} * 3> palette;  // RGB; indices past the table: gray (i, i, i), as PIL
-  std::array<Channel, 3> channels{};       // R, G, B for 16/32-bit
+  std::array<uint8_t, size_t{256} * 3>
+      palette;                        // RGB; indices past the table: gray (i, i, i), as PIL
+  std::array<Channel, 3> channels{};  // R, G, B for 16/32-bit
 };
 
 Status Parse(std::span<const uint8_t> b, const DecodeLimits& limits, Layout* l) {

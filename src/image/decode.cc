@@ -74,8 +74,9 @@ Status CheckImageLimits(const char* format, uint64_t width, uint64_t height,
 Status UnsupportedFormat(std::span<const uint8_t> bytes) {
   const ImageFormat f = SniffImageFormat(bytes);
   if (f == ImageFormat::kUnknown) {
-    return UnimplementedError("not an image: " + std::to_string(bytes.size()) +
-                              " bytes match no known image format (allowed: " + std::string(kAllowed) + ")");
+    return UnimplementedError(
+        "not an image: " + std::to_string(bytes.size()) +
+        " bytes match no known image format (allowed: " + std::string(kAllowed) + ")");
   }
   return UnimplementedError("unsupported image format '" + std::string(ImageFormatName(f)) +
                             "' (allowed: " + std::string(kAllowed) + ")");

@@ -83,7 +83,7 @@ Result<std::vector<uint8_t>> EncodePng(const RgbImage& image) {
     return InvalidArgumentError("EncodePng: image size and pixel count disagree");
   }
   std::unique_ptr<spng_ctx, decltype(&spng_ctx_free)> ctx(spng_ctx_new(SPNG_CTX_ENCODER),
-                                                         &spng_ctx_free);
+                                                          &spng_ctx_free);
   if (!ctx) return ResourceExhaustedError("PNG: cannot create an encoder context");
   spng_set_option(ctx.get(), SPNG_ENCODE_TO_BUFFER, 1);
   spng_ihdr ihdr{};

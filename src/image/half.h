@@ -15,9 +15,10 @@ inline uint16_t FloatToHalf(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs >= 0x7F800000u) return static_cast<uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  if (abs >= 0x7F800000u)
+    return static_cast<uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // a subnormal half, or zero
+  if (abs < 0x38800000u) {                                      // a subnormal half, or zero
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest
     // In units of the smallest subnormal (2^-24): mantissa * 2^(exponent - 126).
     const uint32_t shift = 126 - (abs >> 23);  // 14..24

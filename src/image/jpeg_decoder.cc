@@ -1,9 +1,9 @@
 #include "src/image/jpeg_decoder.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <string>
 // jpeglib.h needs size_t and FILE declared first.
 #include <jerror.h>
@@ -167,10 +167,13 @@ Result<FrameHeader> ReadFrameHeader(std::span<const uint8_t> b) {
     if (m == 0xDA || m == 0xD9) break;  // scan or end before any frame
     if (i + 2 > b.size()) break;
     const size_t len = size_t{b[i]} << 8 | b[i + 1];
-    if (len < 2) return DataLossError("corrupt JPEG header: bad segment length at offset " + std::to_string(i - 2));
+    if (len < 2)
+      return DataLossError("corrupt JPEG header: bad segment length at offset " +
+                           std::to_string(i - 2));
     const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
     if (sof) {
-      if (len < 8 || i + 8 > b.size()) return DataLossError("corrupt JPEG header: short frame header");
+      if (len < 8 || i + 8 > b.size())
+        return DataLossError("corrupt JPEG header: short frame header");
       FrameHeader f;
       f.sof = m;
       f.precision = b[i + 2];

@@ -24,9 +24,9 @@ namespace feedline::image {
 
 // RGB pixels of part of a (possibly scaled) image.
 struct RgbRegion {
-  uint32_t full_width = 0;   // the whole image at the decode scale
+  uint32_t full_width = 0;  // the whole image at the decode scale
   uint32_t full_height = 0;
-  uint32_t x = 0, y = 0;     // where the region starts in the scaled image
+  uint32_t x = 0, y = 0;  // where the region starts in the scaled image
   uint32_t width = 0, height = 0;
   const uint8_t* pixels = nullptr;  // height rows of width * 3 bytes
 };
@@ -53,8 +53,7 @@ class JpegDecoder {
   // with the same pixels; if that fails for any reason the whole file is
   // decoded as without markers, so the result (pixels or error) is the
   // same either way.
-  Status Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
-                RgbRegion* out);
+  Status Decode(int scale_num, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1, RgbRegion* out);
 
   // True if the last successful Decode read only restart intervals.
   bool last_decode_used_restarts() const { return last_used_restarts_; }

@@ -58,7 +58,8 @@ bool FindRestartIntervals(std::span<const uint8_t> b, RestartLayout* l) {
         const uint8_t s = b[i + 9 + 3 * c];
         l->h_samp[c] = s >> 4;
         l->v_samp[c] = s & 15;
-        if (l->h_samp[c] < 1 || l->h_samp[c] > 4 || l->v_samp[c] < 1 || l->v_samp[c] > 4) return false;
+        if (l->h_samp[c] < 1 || l->h_samp[c] > 4 || l->v_samp[c] < 1 || l->v_samp[c] > 4)
+          return false;
         hmax = std::max(hmax, l->h_samp[c]);
         vmax = std::max(vmax, l->v_samp[c]);
       }
@@ -116,7 +117,8 @@ bool FindRestartIntervals(std::span<const uint8_t> b, RestartLayout* l) {
       continue;
     }
     if (m >= 0xD0 && m <= 0xD7) {
-      if (size_t{m} - 0xD0 != (l->begin.size() - 1) % 8 || l->begin.size() >= expected) return false;
+      if (size_t{m} - 0xD0 != (l->begin.size() - 1) % 8 || l->begin.size() >= expected)
+        return false;
       l->end.push_back(at);
       l->begin.push_back(j + 1);
       i = j + 1;
@@ -160,7 +162,8 @@ void BuildWindowJpeg(std::span<const uint8_t> b, const RestartLayout& l, const M
     const size_t seg_end = i + len;
     if (!IsDroppable(m)) {
       if (i + 2 == l.sof_offset) sof_in_out = out->size() + (l.sof_offset - start);
-      out->insert(out->end(), b.begin() + static_cast<ptrdiff_t>(start), b.begin() + static_cast<ptrdiff_t>(seg_end));
+      out->insert(out->end(), b.begin() + static_cast<ptrdiff_t>(start),
+                  b.begin() + static_cast<ptrdiff_t>(seg_end));
     }
     i = seg_end;
   }

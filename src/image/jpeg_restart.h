@@ -21,10 +21,10 @@ namespace feedline::image {
 
 // Where a JPEG's restart intervals are. Filled by FindRestartIntervals.
 struct RestartLayout {
-  uint32_t width = 0, height = 0;    // the frame's, in pixels
+  uint32_t width = 0, height = 0;          // the frame's, in pixels
   uint32_t mcu_width = 0, mcu_height = 0;  // pixels of one MCU at full scale
-  uint32_t mcus_x = 0, mcus_y = 0;   // MCUs per row, MCU rows
-  uint32_t interval = 0;             // MCUs per restart interval (DRI)
+  uint32_t mcus_x = 0, mcus_y = 0;         // MCUs per row, MCU rows
+  uint32_t interval = 0;                   // MCUs per restart interval (DRI)
   // Exactly one of these two is more than 1, or both are 1: an interval is
   // `rows_per_interval` whole MCU rows, or a row is `intervals_per_row`
   // whole intervals.

@@ -80,7 +80,8 @@ int TranscodeC(const uint8_t* data, size_t size, uint32_t interval_mcus, unsigne
   // The markers libjpeg writes itself from the parameters are not copied.
   for (jpeg_saved_marker_ptr m = src.marker_list; m != nullptr; m = m->next) {
     if (dst.write_JFIF_header && m->marker == JPEG_APP0 && StartsWith(m, "JFIF\0", 5)) continue;
-    if (dst.write_Adobe_marker && m->marker == JPEG_APP0 + 14 && StartsWith(m, "Adobe", 5)) continue;
+    if (dst.write_Adobe_marker && m->marker == JPEG_APP0 + 14 && StartsWith(m, "Adobe", 5))
+      continue;
     jpeg_write_marker(&dst, m->marker, m->data, m->data_length);
   }
   jpeg_finish_compress(&dst);
@@ -120,11 +121,13 @@ Status TranscodeJpegWithRestarts(std::span<const uint8_t> jpeg, uint32_t interva
   const int rc = TranscodeC(jpeg.data(), jpeg.size(), interval_mcus, &buffer, &size, &err);
   std::unique_ptr<unsigned char, decltype(&std::free)> owned(buffer, &std::free);
   if (rc == kUnsupported) {
-    return UnimplementedError("JPEG not transcoded: CMYK, YCCK or RGB colour, arithmetic coding or not 8-bit");
+    return UnimplementedError(
+        "JPEG not transcoded: CMYK, YCCK or RGB colour, arithmetic coding or not 8-bit");
   }
   if (rc != kOk) {
     const std::string why = err.message;
-    if (why.find("Unsupported") != std::string::npos || why.find("precision") != std::string::npos) {
+    if (why.find("Unsupported") != std::string::npos ||
+        why.find("precision") != std::string::npos) {
       return UnimplementedError("JPEG not transcoded: " + why);
     }
     return DataLossError("corrupt JPEG, not transcoded: " + why);

@@ -23,8 +23,7 @@ Status SpngError(const char* what, int err) {
     case SPNG_EUSER_WIDTH:
     case SPNG_EUSER_HEIGHT:
     case SPNG_ECHUNK_LIMITS:
-    case SPNG_ECHUNKAVAIL:
-      return InvalidArgumentError(msg);
+    case SPNG_ECHUNKAVAIL: return InvalidArgumentError(msg);
     default: return DataLossError(msg);
   }
 }
@@ -43,8 +42,7 @@ Result<CtxPtr> Open(std::span<const uint8_t> bytes, const DecodeLimits& limits, 
   if (err) {
     if (err == SPNG_EUSER_WIDTH || err == SPNG_EUSER_HEIGHT) {
       return InvalidArgumentError(std::string("PNG dimensions over max_dimension ") +
-                                  std::to_string(limits.max_dimension) + ": " +
-                                  spng_strerror(err));
+                                  std::to_string(limits.max_dimension) + ": " + spng_strerror(err));
     }
     return SpngError("corrupt PNG header", err);
   }
@@ -98,7 +96,8 @@ uint64_t PngDecoder::DecodeScratchBytes(const ImageInfo& info, uint32_t y0, uint
   // zlib's window and state).
   const uint64_t lib = 2 * w * 8 + (64u << 10);
   if (info.progressive) return lib + w * info.height * 4;  // interlaced: the whole image as RGBA
-  const uint64_t rows = y1 > y0 ? std::min<uint64_t>(y1, info.height) - std::min<uint64_t>(y0, info.height) : 0;
+  const uint64_t rows =
+      y1 > y0 ? std::min<uint64_t>(y1, info.height) - std::min<uint64_t>(y0, info.height) : 0;
   return lib + w * 4 + rows * w * 3;
 }
 

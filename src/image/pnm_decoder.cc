@@ -9,7 +9,9 @@
 namespace feedline::image {
 namespace {
 
-bool IsSpace(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool IsSpace(uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 // Reads tokens from the text parts of a file: skips whitespace and
 // '#' comments (to the end of the line).
@@ -61,7 +63,7 @@ class Tokens {
 };
 
 struct Header {
-  char kind = 0;          // '1'..'6'
+  char kind = 0;  // '1'..'6'
   uint32_t width = 0, height = 0;
   uint32_t maxval = 1;
   uint32_t channels = 1;  // 3 for P3/P6

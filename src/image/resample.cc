@@ -7,7 +7,6 @@
 #include "src/image/half.h"
 #include "src/image/resample_hwy.h"
 
-
 // Function multi-versioning resolves through an ifunc that runs before a
 // sanitizer runtime is initialised (it crashes at start-up under TSan), so
 // sanitizer builds get the baseline version only.
@@ -80,12 +79,12 @@ inline V4 Taps<0>(const V4* p, const float* w, int32_t count) {
 }
 
 template <int kTaps>
-void HorizontalRow(const V4* rowf, const AxisPlan& h, int32_t col_begin, bool flip, uint8_t* r_plane,
-                   uint8_t* g_plane, uint8_t* b_plane) {
+void HorizontalRow(const V4* rowf, const AxisPlan& h, int32_t col_begin, bool flip,
+                   uint8_t* r_plane, uint8_t* g_plane, uint8_t* b_plane) {
   const uint32_t ow = h.out_size;
   for (uint32_t x = 0; x < ow; ++x) {
-    const V4 a = Round8(Taps<kTaps>(rowf + (h.start[x] - col_begin), &h.weights[size_t{x} * h.taps],
-                                     h.count[x]));
+    const V4 a = Round8(
+        Taps<kTaps>(rowf + (h.start[x] - col_begin), &h.weights[size_t{x} * h.taps], h.count[x]));
     const uint32_t ox = flip ? ow - 1 - x : x;
     r_plane[ox] = static_cast<uint8_t>(a[0]);
     g_plane[ox] = static_cast<uint8_t>(a[1]);
@@ -94,8 +93,8 @@ void HorizontalRow(const V4* rowf, const AxisPlan& h, int32_t col_begin, bool fl
 }
 
 // The reference horizontal pass for one source row (float, 4 lanes).
-void HorizontalFloat(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t col_begin, bool flip,
-                     V4* rowf, uint8_t* r, uint8_t* g, uint8_t* b) {
+void HorizontalFloat(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t col_begin,
+                     bool flip, V4* rowf, uint8_t* r, uint8_t* g, uint8_t* b) {
   const V4 rgb_mask = {1, 1, 1, 0};
   // 4-byte loads for all but the last pixel (whose 4th byte may be past the row).
   for (size_t k = 0; k + 1 < cols; ++k) {
@@ -112,7 +111,6 @@ void HorizontalFloat(const uint8_t* row, size_t cols, const AxisPlan& h, int32_t
     default: HorizontalRow<0>(rowf, h, col_begin, flip, r, g, b); break;
   }
 }
-
 
 }  // namespace
 
@@ -141,13 +139,15 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
     xmax -= xmin;
     if (xmax > static_cast<int32_t>(taps)) xmax = static_cast<int32_t>(taps);
     if (xmax < 1) {  // a box past the edge: use the nearest pixel
-      xmin = std::clamp<int32_t>(static_cast<int32_t>(center), 0, static_cast<int32_t>(in_size) - 1);
+      xmin =
+          std::clamp<int32_t>(static_cast<int32_t>(center), 0, static_cast<int32_t>(in_size) - 1);
       xmax = 1;
       w[0] = 1.0;
     } else {
       double total = 0;
       for (int32_t x = 0; x < xmax; ++x) {
-        w[x] = cubic ? Bicubic((x + xmin - center + 0.5) * ss) : Bilinear((x + xmin - center + 0.5) * ss);
+        w[x] = cubic ? Bicubic((x + xmin - center + 0.5) * ss)
+                     : Bilinear((x + xmin - center + 0.5) * ss);
         total += w[x];
       }
       if (total != 0.0) {
@@ -156,7 +156,8 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
     }
     plan->start[i] = xmin;
     plan->count[i] = xmax;
-    for (int32_t x = 0; x < xmax; ++x) plan->weights[size_t{i} * taps + x] = static_cast<float>(w[x]);
+    for (int32_t x = 0; x < xmax; ++x)
+      plan->weights[size_t{i} * taps + x] = static_cast<float>(w[x]);
     plan->min_index = std::min(plan->min_index, xmin);
     plan->max_index = std::max(plan->max_index, xmin + xmax);
   }
@@ -172,7 +173,8 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
     for (size_t j = 0; j < plan->pair_count; ++j) {
       const uint16_t lo = q(wi[2 * j]), hi = 2 * j + 1 < taps ? q(wi[2 * j + 1]) : 0;
       const auto packed = static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
-      for (int lane = 0; lane < 4; ++lane) plan->pairs[(size_t{i} * plan->pair_count + j) * 4 + lane] = packed;
+      for (int lane = 0; lane < 4; ++lane)
+        plan->pairs[(size_t{i} * plan->pair_count + j) * 4 + lane] = packed;
     }
   }
 }
@@ -200,7 +202,8 @@ OutputFormat MakeOutputFormat(const ImageTransform& t) {
 // (GCC function multi-versioning): one binary, no -march needed.
 FEEDLINE_TARGET_CLONES
 void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bool flip,
-                  const OutputFormat& format, bool fixed_point, std::vector<float>* scratch, void* out) {
+                  const OutputFormat& format, bool fixed_point, std::vector<float>* scratch,
+                  void* out) {
   const uint32_t ow = h.out_size, oh = v.out_size;
   const int32_t row_begin = v.min_index, row_end = v.max_index;
   const size_t rows = static_cast<size_t>(row_end - row_begin);
@@ -229,18 +232,20 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   // Horizontal pass over the rows the vertical pass reads; flip here.
   if (fixed_point) {
     for (size_t r = 0; r < rows; r += group) {
-      const uint8_t* row = src.pixels +
-                           static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
-                           static_cast<size_t>(col_begin - src.col0) * 3;
+      const uint8_t* row =
+          src.pixels +
+          static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
+          static_cast<size_t>(col_begin - src.col0) * 3;
       uint8_t* pr = planes + r * ow;
-      HorizontalRows(row, src.stride, std::min(group, rows - r), cols, h, col_begin, flip, rowf, pr, pr + plane,
-                     pr + 2 * plane, ow);
+      HorizontalRows(row, src.stride, std::min(group, rows - r), cols, h, col_begin, flip, rowf, pr,
+                     pr + plane, pr + 2 * plane, ow);
     }
   }
   for (size_t r = 0; r < rows && !fixed_point; ++r) {
-    const uint8_t* row = src.pixels +
-                         static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
-                         static_cast<size_t>(col_begin - src.col0) * 3;
+    const uint8_t* row =
+        src.pixels +
+        static_cast<size_t>(row_begin + static_cast<int32_t>(r) - src.row0) * src.stride +
+        static_cast<size_t>(col_begin - src.col0) * 3;
     uint8_t* pr = planes + r * ow;
     HorizontalFloat(row, cols, h, col_begin, flip, rowf, pr, pr + plane, pr + 2 * plane);
   }
@@ -251,8 +256,8 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   if (fixed_point) {
     for (uint32_t y = 0; y < oh; ++y) {
       const uint8_t* first = planes + static_cast<size_t>(v.start[y] - row_begin) * ow;
-      VerticalConvertRow(first, plane, ow, oh, y, v.count[y], &v.pairs[size_t{y} * v.pair_count * 4], v.pair_count,
-                         format, out);
+      VerticalConvertRow(first, plane, ow, oh, y, v.count[y],
+                         &v.pairs[size_t{y} * v.pair_count * 4], v.pair_count, format, out);
     }
     FlushStreamingStores();
     return;

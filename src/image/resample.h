@@ -26,18 +26,18 @@ namespace feedline::image {
 
 struct AxisPlan {
   uint32_t out_size = 0;
-  uint32_t taps = 0;               // weights per output (max over outputs)
-  std::vector<int32_t> start;      // first source index per output
-  std::vector<int32_t> count;      // source pixels used per output
-  std::vector<float> weights;      // out_size * taps, zero-padded
+  uint32_t taps = 0;           // weights per output (max over outputs)
+  std::vector<int32_t> start;  // first source index per output
+  std::vector<int32_t> count;  // source pixels used per output
+  std::vector<float> weights;  // out_size * taps, zero-padded
   // The same weights in 14-bit fixed point, two int16 per int32 (taps 2j
   // and 2j+1, low half first), repeated 4 times so that each pair loads as
   // one 16-byte vector: pair_count * 4 int32 per output, for multiply-add
   // instructions that take two taps at once.
   uint32_t pair_count = 0;
   std::vector<int32_t> pairs;
-  int32_t min_index = 0;           // smallest source index used
-  int32_t max_index = 0;           // one past the largest
+  int32_t min_index = 0;  // smallest source index used
+  int32_t max_index = 0;  // one past the largest
 };
 
 // Coefficients for mapping [in0, in0 + scale * out_size) of a source axis of
@@ -72,13 +72,14 @@ struct RgbSource {
 // (14-bit coefficients), rarely; tests bound the difference. The vertical
 // pass writes each value once, converted (normalise, dtype, layout), to its
 // final place; float32 CHW uses streaming stores.
-void Resample(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
-              bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
+void Resample(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical, bool flip,
+              const OutputFormat& format, std::vector<float>* scratch, void* out);
 // The reference kernel, for tests: float taps (4-lane vectors, one RGB
 // pixel each) and the same 8-bit rounding after each pass. Built twice, for
 // AVX2+FMA and the baseline (GCC function multi-versioning).
 void ResampleReference(const RgbSource& src, const AxisPlan& horizontal, const AxisPlan& vertical,
-                       bool flip, const OutputFormat& format, std::vector<float>* scratch, void* out);
+                       bool flip, const OutputFormat& format, std::vector<float>* scratch,
+                       void* out);
 
 }  // namespace feedline::image
 

@@ -3,14 +3,14 @@
 // re-includes it with HWY_NAMESPACE set to each instruction set.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/image/resample_hwy.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "src/image/resample_hwy.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "src/image/resample_hwy.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace feedline::image {
@@ -27,8 +27,8 @@ using V32 = hn::Vec<D32>;
 
 // One vector of output pixels x.. of a channel: the vertical sum of `count`
 // rows, rounded, shifted and clamped to 0..255 (as int32 lanes).
-HWY_INLINE V32 VerticalSum(const uint8_t* base, uint32_t ow, int32_t count, const int32_t* pair_weights,
-                           uint32_t pair_count) {
+HWY_INLINE V32 VerticalSum(const uint8_t* base, uint32_t ow, int32_t count,
+                           const int32_t* pair_weights, uint32_t pair_count) {
   const D32 d32;
   const DU8 du8;
   V32 sum0 = hn::Set(d32, 1 << 13), sum1 = hn::Zero(d32);
@@ -68,8 +68,9 @@ HWY_INLINE hn::Vec<DU16> ToBFloat16(hn::Vec<DF> f) {
   const auto bits = hn::BitCast(du32, f);
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
   const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(du32, 0x7FFF)), lsb));
-  const auto nan = hn::Gt(hn::BitCast(hn::Rebind<int32_t, DU32>(), hn::And(bits, hn::Set(du32, 0x7FFFFFFFu))),
-                          hn::Set(hn::Rebind<int32_t, DU32>(), 0x7F800000));
+  const auto nan =
+      hn::Gt(hn::BitCast(hn::Rebind<int32_t, DU32>(), hn::And(bits, hn::Set(du32, 0x7FFFFFFFu))),
+             hn::Set(hn::Rebind<int32_t, DU32>(), 0x7F800000));
   const auto quiet = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du32, 0x40));
   const auto r = hn::IfThenElse(hn::RebindMask(du32, nan), quiet, rounded);
   return hn::DemoteTo(du16, hn::BitCast(hn::Rebind<int32_t, DU32>(), r));
@@ -87,7 +88,8 @@ HWY_INLINE hn::Vec<DU16> ToHalf(hn::Vec<DF> f) {
   const V32 h = hn::ShiftRight<13>(hn::Sub(abs, hn::Set(d32, 0x38000000)));
   const V32 rem = hn::And(abs, hn::Set(d32, 0x1FFF));
   const auto up = hn::Or(hn::Gt(rem, hn::Set(d32, 0x1000)),
-                         hn::And(hn::Eq(rem, hn::Set(d32, 0x1000)), hn::Eq(hn::And(h, hn::Set(d32, 1)), hn::Set(d32, 1))));
+                         hn::And(hn::Eq(rem, hn::Set(d32, 0x1000)),
+                                 hn::Eq(hn::And(h, hn::Set(d32, 1)), hn::Set(d32, 1))));
   V32 normal = hn::IfThenElse(up, hn::Add(h, hn::Set(d32, 1)), h);
   // Overflow (and inf/NaN, not produced here) -> inf.
   normal = hn::IfThenElse(hn::Gt(abs, hn::Set(d32, 0x477FEFFF)), hn::Set(d32, 0x7C00), normal);
@@ -100,8 +102,9 @@ HWY_INLINE hn::Vec<DU16> ToHalf(hn::Vec<DF> f) {
   return hn::DemoteTo(du16, hn::Or(sign, r));
 }
 
-void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
-                        const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out) {
+void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y,
+                        int32_t count, const int32_t* pair_weights, uint32_t pair_count,
+                        const OutputFormat& format, void* out) {
   const D32 d32;
   const DF df;
   const DU8 du8;
@@ -116,11 +119,13 @@ void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_
   for (uint32_t x = 0; x < ow; x += static_cast<uint32_t>(n)) {
     const size_t valid = std::min<size_t>(n, ow - x);
     V32 v[3];
-    for (int c = 0; c < 3; ++c) v[c] = VerticalSum(first + c * plane + x, ow, count, pair_weights, pair_count);
+    for (int c = 0; c < 3; ++c)
+      v[c] = VerticalSum(first + c * plane + x, ow, count, pair_weights, pair_count);
     hn::Vec<DF> f[3];
     if (format.dtype != DType::kUInt8) {
       for (int c = 0; c < 3; ++c) {
-        f[c] = hn::MulAdd(hn::ConvertTo(df, v[c]), hn::Set(df, format.mul[c]), hn::Set(df, format.add[c]));
+        f[c] = hn::MulAdd(hn::ConvertTo(df, v[c]), hn::Set(df, format.mul[c]),
+                          hn::Set(df, format.add[c]));
       }
     }
     switch (format.dtype) {
@@ -184,7 +189,8 @@ void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_
       case DType::kFloat16:
       case DType::kBFloat16: {
         hn::Vec<DU16> h[3];
-        for (int c = 0; c < 3; ++c) h[c] = format.dtype == DType::kFloat16 ? ToHalf(f[c]) : ToBFloat16(f[c]);
+        for (int c = 0; c < 3; ++c)
+          h[c] = format.dtype == DType::kFloat16 ? ToHalf(f[c]) : ToBFloat16(f[c]);
         uint16_t* o = static_cast<uint16_t*>(out);
         if (chw) {
           for (int c = 0; c < 3; ++c) {
@@ -239,8 +245,8 @@ HWY_INLINE int32_t PixelBits(const uint8_t* row, size_t cols, size_t k) {
 #endif
 
 void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
-                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane, uint8_t* g_plane,
-                    uint8_t* b_plane, size_t plane_stride) {
+                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane,
+                    uint8_t* g_plane, uint8_t* b_plane, size_t plane_stride) {
   const uint32_t ow = h.out_size, pc = h.pair_count;
 #if HWY_TARGET == HWY_SCALAR
   (void)pair_scratch;
@@ -254,14 +260,16 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
         const int32_t w0 = static_cast<int16_t>(w & 0xFFFF), w1 = w >> 16;
         const size_t k = static_cast<size_t>(h.start[x] - col_begin) + 2 * j;
         for (int c = 0; c < 3; ++c) {
-          const int32_t p0 = k < cols ? row[3 * k + c] : 0, p1 = k + 1 < cols ? row[3 * k + 3 + c] : 0;
+          const int32_t p0 = k < cols ? row[3 * k + c] : 0,
+                        p1 = k + 1 < cols ? row[3 * k + 3 + c] : 0;
           acc[c] += p0 * w0 + p1 * w1;
         }
       }
       const uint32_t ox = flip ? ow - 1 - x : x;
       uint8_t* planes[3] = {r_plane, g_plane, b_plane};
       for (int c = 0; c < 3; ++c) {
-        planes[c][i * plane_stride + ox] = static_cast<uint8_t>(std::min(255, std::max(0, acc[c] >> 14)));
+        planes[c][i * plane_stride + ox] =
+            static_cast<uint8_t>(std::min(255, std::max(0, acc[c] >> 14)));
       }
     }
   }
@@ -285,10 +293,13 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
       {3, 0x80, 6, 0x80, 4, 0x80, 7, 0x80, 5, 0x80, 8, 0x80, 0x80, 0x80, 0x80, 0x80},
       {6, 0x80, 9, 0x80, 7, 0x80, 10, 0x80, 8, 0x80, 11, 0x80, 0x80, 0x80, 0x80, 0x80},
       {9, 0x80, 12, 0x80, 10, 0x80, 13, 0x80, 11, 0x80, 14, 0x80, 0x80, 0x80, 0x80, 0x80}};
-  const auto shuffle0 = hn::Load(d8x16, kPairShuffle[0]), shuffle1 = hn::Load(d8x16, kPairShuffle[1]);
-  const auto shuffle2 = hn::Load(d8x16, kPairShuffle[2]), shuffle3 = hn::Load(d8x16, kPairShuffle[3]);
+  const auto shuffle0 = hn::Load(d8x16, kPairShuffle[0]),
+             shuffle1 = hn::Load(d8x16, kPairShuffle[1]);
+  const auto shuffle2 = hn::Load(d8x16, kPairShuffle[2]),
+             shuffle3 = hn::Load(d8x16, kPairShuffle[3]);
   for (size_t i = 0; i < group; ++i) {
-    const uint8_t* row = row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
+    const uint8_t* row =
+        row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
     // Four pairs per 16-byte load while the load stays inside the row (the
     // pair of pixel k reads pixel k + 1: up to pixel k0 + 4, byte 14).
     size_t k = 0;
@@ -298,14 +309,17 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
       const size_t step = group * 8;
       hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle0)), d16x8, dst);
       hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle1)), d16x8, dst + step);
-      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle2)), d16x8, dst + 2 * step);
-      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle3)), d16x8, dst + 3 * step);
+      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle2)), d16x8,
+                dst + 2 * step);
+      hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle3)), d16x8,
+                dst + 3 * step);
     }
     auto cur = hn::BitCast(d8x16, hn::Set(d32x4, PixelBits(row, cols, k)));
     for (; k < n; ++k) {
       const auto next = hn::BitCast(d8x16, hn::Set(d32x4, PixelBits(row, cols, k + 1)));
       const auto mixed = hn::InterleaveLower(d8x16, cur, next);  // R R' G G' B B' X X' ...
-      hn::Store(hn::PromoteTo(d16x8, hn::LowerHalf(d8x8, mixed)), d16x8, pairs + (k * group + i) * 8);
+      hn::Store(hn::PromoteTo(d16x8, hn::LowerHalf(d8x8, mixed)), d16x8,
+                pairs + (k * group + i) * 8);
       cur = next;
     }
   }
@@ -382,15 +396,18 @@ HWY_EXPORT(TargetName);
 size_t HorizontalRowsPerCall() { return HWY_DYNAMIC_DISPATCH(HorizontalRowsPerCall)(); }
 
 void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
-                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane, uint8_t* g_plane,
-                    uint8_t* b_plane, size_t plane_stride) {
-  HWY_DYNAMIC_DISPATCH(HorizontalRows)(row0, stride, rows, cols, h, col_begin, flip, pair_scratch, r_plane, g_plane,
-                                       b_plane, plane_stride);
+                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane,
+                    uint8_t* g_plane, uint8_t* b_plane, size_t plane_stride) {
+  HWY_DYNAMIC_DISPATCH(HorizontalRows)
+  (row0, stride, rows, cols, h, col_begin, flip, pair_scratch, r_plane, g_plane, b_plane,
+   plane_stride);
 }
 
-void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
-                        const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out) {
-  HWY_DYNAMIC_DISPATCH(VerticalConvertRow)(first, plane, ow, oh, y, count, pair_weights, pair_count, format, out);
+void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y,
+                        int32_t count, const int32_t* pair_weights, uint32_t pair_count,
+                        const OutputFormat& format, void* out) {
+  HWY_DYNAMIC_DISPATCH(VerticalConvertRow)
+  (first, plane, ow, oh, y, count, pair_weights, pair_count, format, out);
 }
 
 void FlushStreamingStores() { hwy::FlushStream(); }

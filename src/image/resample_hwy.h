@@ -23,8 +23,9 @@ namespace feedline::image {
 // rounded to 8 bits, then value * format.mul[c] + format.add[c] in
 // format.dtype written to row y of `out` (an ow x oh image in
 // format.layout). Reads up to 63 bytes past the end of each plane row.
-void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y, int32_t count,
-                        const int32_t* pair_weights, uint32_t pair_count, const OutputFormat& format, void* out);
+void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y,
+                        int32_t count, const int32_t* pair_weights, uint32_t pair_count,
+                        const OutputFormat& format, void* out);
 
 // The horizontal pass: `rows` (1..HorizontalRowsPerCall()) consecutive
 // source rows, row i at row0 + i * stride, `cols` RGB pixels each from
@@ -35,8 +36,8 @@ void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_
 // right before: it follows the dispatched target.
 size_t HorizontalRowsPerCall();
 void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
-                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane, uint8_t* g_plane,
-                    uint8_t* b_plane, size_t plane_stride);
+                    int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane,
+                    uint8_t* g_plane, uint8_t* b_plane, size_t plane_stride);
 
 // Orders the streaming stores VerticalConvertRow may use before later
 // stores (call once after the last row).

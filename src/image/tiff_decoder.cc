@@ -35,9 +35,12 @@ tmsize_t Write(thandle_t, void*, tmsize_t) { return -1; }
 toff_t Seek(thandle_t h, toff_t off, int whence) {
   auto* f = static_cast<MemoryFile*>(h);
   uint64_t base = 0;
-  if (whence == SEEK_CUR) base = f->pos;
-  else if (whence == SEEK_END) base = f->bytes.size();
-  else if (whence != SEEK_SET) return static_cast<toff_t>(-1);
+  if (whence == SEEK_CUR)
+    base = f->pos;
+  else if (whence == SEEK_END)
+    base = f->bytes.size();
+  else if (whence != SEEK_SET)
+    return static_cast<toff_t>(-1);
   // toff_t is unsigned; libtiff passes negative relative offsets wrapped.
   f->pos = base + off;
   return f->pos;
@@ -73,8 +76,7 @@ std::string Message(const MemoryFile& f, const char* fallback) {
 }
 
 // Opens the first directory of `f` and checks the limits from its tags.
-Result<TiffPtr> Open(MemoryFile* f, const DecodeLimits& limits, uint32_t* width,
-                     uint32_t* height) {
+Result<TiffPtr> Open(MemoryFile* f, const DecodeLimits& limits, uint32_t* width, uint32_t* height) {
   std::unique_ptr<TIFFOpenOptions, OptionsFree> opts(TIFFOpenOptionsAlloc());
   if (!opts) return ResourceExhaustedError("TIFF: cannot allocate options");
   TIFFOpenOptionsSetErrorHandlerExtR(opts.get(), OnError, f);
@@ -85,8 +87,8 @@ Result<TiffPtr> Open(MemoryFile* f, const DecodeLimits& limits, uint32_t* width,
   TIFFOpenOptionsSetMaxSingleMemAlloc(
       opts.get(), static_cast<tmsize_t>(std::max<uint64_t>(limits.max_pixels * 8, 16u << 20)));
   // "m": no memory mapping.
-  TiffPtr tif(TIFFClientOpenExt("memory", "rm", f, Read, Write, Seek, Close, Size, Map, Unmap,
-                                opts.get()));
+  TiffPtr tif(
+      TIFFClientOpenExt("memory", "rm", f, Read, Write, Seek, Close, Size, Map, Unmap, opts.get()));
   if (!tif) return DataLossError("corrupt TIFF: " + Message(*f, "cannot read the header"));
   uint32_t w = 0, h = 0;
   if (!TIFFGetField(tif.get(), TIFFTAG_IMAGEWIDTH, &w) ||

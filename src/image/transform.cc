@@ -68,7 +68,8 @@ CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height, Sam
       }
       if (!found) {  // central fallback
         const double in_ratio = W / H;
-        const double rmin = std::min(t.ratio[0], t.ratio[1]), rmax = std::max(t.ratio[0], t.ratio[1]);
+        const double rmin = std::min(t.ratio[0], t.ratio[1]),
+                     rmax = std::max(t.ratio[0], t.ratio[1]);
         if (in_ratio < rmin) {
           w = width;
           h = PyRound(w / rmin);
@@ -204,8 +205,10 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
     return static_cast<uint32_t>(std::clamp<double>(std::nearbyint(v * f), 0.0, limit));
   };
   const uint32_t rx0 = scaled(box.region_x, sw), ry0 = scaled(box.region_y, sh);
-  const uint32_t rx1 = std::max(rx0 + 1, scaled(static_cast<double>(box.region_x) + box.region_width, sw));
-  const uint32_t ry1 = std::max(ry0 + 1, scaled(static_cast<double>(box.region_y) + box.region_height, sh));
+  const uint32_t rx1 =
+      std::max(rx0 + 1, scaled(static_cast<double>(box.region_x) + box.region_width, sw));
+  const uint32_t ry1 =
+      std::max(ry0 + 1, scaled(static_cast<double>(box.region_y) + box.region_height, sh));
   // The box relative to the (scaled) region.
   const double bx = (box.region_x + box.x) * f - rx0, by = (box.region_y + box.y) * f - ry0;
   PlanAxis(t.interpolation, rx1 - rx0, bx, box.width * f / t.width, t.width, &s.horizontal);
@@ -213,20 +216,21 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
 
   const uint32_t y0 = ry0 + s.vertical.min_index, y1 = ry0 + s.vertical.max_index;
   if (sample != nullptr) {
-    const uint64_t need =
-        format == ImageFormat::kJpeg
-            ? s.jpeg.DecodeScratchBytes(m, rx0 + s.horizontal.min_index, y0, rx0 + s.horizontal.max_index, y1)
-        : format == ImageFormat::kPng ? image::PngDecoder::DecodeScratchBytes(info, y0, y1)
-                                      : WholeDecoders::ScratchBytesFor(info);
+    const uint64_t need = format == ImageFormat::kJpeg
+                              ? s.jpeg.DecodeScratchBytes(m, rx0 + s.horizontal.min_index, y0,
+                                                          rx0 + s.horizontal.max_index, y1)
+                          : format == ImageFormat::kPng
+                              ? image::PngDecoder::DecodeScratchBytes(info, y0, y1)
+                              : WholeDecoders::ScratchBytesFor(info);
     FEEDLINE_RETURN_IF_ERROR(sample->ChargeScratch(
-        need, "decoding this " + std::to_string(info.width) + "x" + std::to_string(info.height) + " " +
-                  std::string(ImageFormatName(format)) + (info.progressive ? " (progressive)" : "")));
+        need, "decoding this " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                  " " + std::string(ImageFormatName(format)) +
+                  (info.progressive ? " (progressive)" : "")));
   }
   RgbRegion region;
   if (format == ImageFormat::kJpeg) {
     FEEDLINE_RETURN_IF_ERROR(s.jpeg.Decode(m, rx0 + s.horizontal.min_index,
-                                           ry0 + s.vertical.min_index,
-                                           rx0 + s.horizontal.max_index,
+                                           ry0 + s.vertical.min_index, rx0 + s.horizontal.max_index,
                                            ry0 + s.vertical.max_index, &region));
   } else if (format == ImageFormat::kPng) {
     FEEDLINE_RETURN_IF_ERROR(s.png.Decode(bytes, t.limits, ry0 + s.vertical.min_index,
@@ -252,8 +256,15 @@ class ImageOp final : public SampleOp {
   // Every parameter that changes a sample's pixels or random choices.
   uint64_t ConfigFingerprint() const override {
     core::detail::Fingerprint fp;
-    fp.Add(std::string_view("image")).Add(uint64_t(t_.crop)).Add(uint64_t{t_.height}).Add(uint64_t{t_.width});
-    fp.Add(t_.scale[0]).Add(t_.scale[1]).Add(t_.ratio[0]).Add(t_.ratio[1]).Add(uint64_t{t_.resize_size});
+    fp.Add(std::string_view("image"))
+        .Add(uint64_t(t_.crop))
+        .Add(uint64_t{t_.height})
+        .Add(uint64_t{t_.width});
+    fp.Add(t_.scale[0])
+        .Add(t_.scale[1])
+        .Add(t_.ratio[0])
+        .Add(t_.ratio[1])
+        .Add(uint64_t{t_.resize_size});
     fp.Add(t_.hflip_prob).Add(uint64_t(t_.interpolation)).Add(uint64_t{t_.normalize});
     for (int c = 0; c < 3; ++c) fp.Add(double{t_.mean[c]}).Add(double{t_.std[c]});
     fp.Add(uint64_t(t_.dtype)).Add(uint64_t(t_.layout)).Add(uint64_t{t_.dct_scaling});
@@ -282,7 +293,8 @@ std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t, size_t output_fiel
   // the op reports them on every sample rather than crashing.
   const Status valid = image::CheckTransform(t);
   if (!valid.ok()) {
-    return MakeOp("decode_transform", [valid](Sample&) { return Status(valid); });  // a copy per call
+    return MakeOp("decode_transform",
+                  [valid](Sample&) { return Status(valid); });  // a copy per call
   }
   return std::make_shared<image::ImageOp>(t, output_field);
 }
@@ -311,8 +323,8 @@ Result<RgbImage> ResizedCrop(const RgbImage& img, uint32_t x, uint32_t y, uint32
   return out;
 }
 
-Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
-                      const CropBox& box, void* out) {
+Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox& box,
+                      void* out) {
   FEEDLINE_RETURN_IF_ERROR(image::CheckTransform(t));
   image::ImageState state;
   return image::Run(bytes, t, &box, nullptr, nullptr, state, out);

@@ -37,8 +37,8 @@ Status Features(std::span<const uint8_t> bytes, const DecodeLimits& limits,
   if (f->has_animation) {
     return UnimplementedError("animated WebP is not supported (only still images)");
   }
-  return CheckImageLimits("WebP", static_cast<uint32_t>(f->width),
-                          static_cast<uint32_t>(f->height), limits);
+  return CheckImageLimits("WebP", static_cast<uint32_t>(f->width), static_cast<uint32_t>(f->height),
+                          limits);
 }
 
 }  // namespace

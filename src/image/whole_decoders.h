@@ -39,8 +39,8 @@ struct WholeDecoders {
                       const DecodeLimits& limits, RgbRegion* out);
 
   uint64_t scratch_bytes() const {
-    return webp.scratch_bytes() + tiff.scratch_bytes() + gif.scratch_bytes() +
-           bmp.scratch_bytes() + pnm.scratch_bytes();
+    return webp.scratch_bytes() + tiff.scratch_bytes() + gif.scratch_bytes() + bmp.scratch_bytes() +
+           pnm.scratch_bytes();
   }
   // The scratch a decode of an image with this header (from ReadHeader)
   // needs, so that a caller can charge it to a memory budget first.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "feedline/file.h"
@@ -31,7 +30,8 @@ std::string DatasetManifest::ToJson() const {
   j["classes"] = classes;
   j["shards"] = Json::array();
   for (const ShardInfo& s : shards) {
-    j["shards"].push_back({{"name", s.name}, {"records", s.records}, {"bytes", s.bytes}, {"crc32c", Hex(s.crc32c)}});
+    j["shards"].push_back(
+        {{"name", s.name}, {"records", s.records}, {"bytes", s.bytes}, {"crc32c", Hex(s.crc32c)}});
   }
   return j.dump(1) + "\n";
 }
@@ -42,28 +42,33 @@ Result<DatasetManifest> DatasetManifest::Parse(std::string_view text) {
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   // Type-check before reading: nlohmann's value()/get() throw on a type
   // mismatch (found by tests/fuzz/manifest_fuzzer.cc).
-  if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "feedline-dataset") {
+  if (!j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != "feedline-dataset") {
     return bad("\"format\" is not \"feedline-dataset\"");
   }
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1) {
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<int64_t>() != 1) {
     return InvalidArgumentError("manifest: unsupported \"version\" (this build reads 1)");
   }
   DatasetManifest m;
-  if (!j.contains("records") || !j["records"].is_number_unsigned()) return bad("\"records\" missing or not a count");
+  if (!j.contains("records") || !j["records"].is_number_unsigned())
+    return bad("\"records\" missing or not a count");
   m.records = j["records"].get<uint64_t>();
-  if (!j.contains("classes") || !j["classes"].is_array()) return bad("\"classes\" missing or not a list");
+  if (!j.contains("classes") || !j["classes"].is_array())
+    return bad("\"classes\" missing or not a list");
   for (const Json& c : j["classes"]) {
     if (!c.is_string()) return bad("\"classes\" holds a non-string");
     m.classes.push_back(c.get<std::string>());
   }
-  if (!j.contains("shards") || !j["shards"].is_array()) return bad("\"shards\" missing or not a list");
+  if (!j.contains("shards") || !j["shards"].is_array())
+    return bad("\"shards\" missing or not a list");
   uint64_t total = 0;
   for (size_t i = 0; i < j["shards"].size(); ++i) {
     const Json& s = j["shards"][i];
     const std::string where = "shard entry " + std::to_string(i);
     if (!s.is_object() || !s.contains("name") || !s["name"].is_string() || !s.contains("records") ||
-        !s["records"].is_number_unsigned() || !s.contains("bytes") || !s["bytes"].is_number_unsigned() ||
-        !s.contains("crc32c") || !s["crc32c"].is_string()) {
+        !s["records"].is_number_unsigned() || !s.contains("bytes") ||
+        !s["bytes"].is_number_unsigned() || !s.contains("crc32c") || !s["crc32c"].is_string()) {
       return bad(where + " needs name, records, bytes and crc32c");
     }
     ShardInfo info;
@@ -76,23 +81,27 @@ Result<DatasetManifest> DatasetManifest::Parse(std::string_view text) {
     const std::string crc = s["crc32c"].get<std::string>();
     char* end = nullptr;
     const unsigned long v = std::strtoul(crc.c_str(), &end, 16);
-    if (crc.empty() || crc.size() > 8 || *end != '\0') return bad(where + " has a bad crc32c '" + crc + "'");
+    if (crc.empty() || crc.size() > 8 || *end != '\0')
+      return bad(where + " has a bad crc32c '" + crc + "'");
     info.crc32c = static_cast<uint32_t>(v);
     if (total + info.records < total) return bad("record counts overflow");
     total += info.records;
     m.shards.push_back(std::move(info));
   }
   if (total != m.records) {
-    return bad("\"records\" is " + std::to_string(m.records) + " but the shards hold " + std::to_string(total));
+    return bad("\"records\" is " + std::to_string(m.records) + " but the shards hold " +
+               std::to_string(total));
   }
   return m;
 }
 
-Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string& dir, const HttpOptions& http) {
+Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string& dir,
+                                                               const HttpOptions& http) {
   const std::string path = JoinName(dir, kManifestName);
   Result<std::unique_ptr<RandomAccessFile>> file = OpenFile(path, http);
   if (!file.ok()) {
-    if (file.status().code() == StatusCode::kNotFound) return NotFoundError("no dataset manifest at '" + path + "'");
+    if (file.status().code() == StatusCode::kNotFound)
+      return NotFoundError("no dataset manifest at '" + path + "'");
     return file.status();
   }
   if ((*file)->size() > (64u << 20)) return DataLossError("manifest '" + path + "' is over 64 MiB");
@@ -109,13 +118,16 @@ Result<std::shared_ptr<const ShardDataset>> ShardDataset::Open(const std::string
     const std::string shard_path = JoinName(dir, s.name);
     // Through the descriptor cache: a dataset of any number of shards holds
     // a bounded set of open files (src/io/file_cache.h).
-    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> shard_file, cache->Open(shard_path, http));
-    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(std::move(shard_file)));
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> shard_file,
+                              cache->Open(shard_path, http));
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r,
+                              ShardReader::Open(std::move(shard_file)));
     if (r->file_size() != s.bytes || r->num_records() != s.records) {
-      return DataLossError("shard '" + shard_path + "' disagrees with the manifest: " +
-                           std::to_string(r->file_size()) + " bytes and " + std::to_string(r->num_records()) +
-                           " records on disk, " + std::to_string(s.bytes) + " and " +
-                           std::to_string(s.records) + " in the manifest");
+      return DataLossError("shard '" + shard_path +
+                           "' disagrees with the manifest: " + std::to_string(r->file_size()) +
+                           " bytes and " + std::to_string(r->num_records()) + " records on disk, " +
+                           std::to_string(s.bytes) + " and " + std::to_string(s.records) +
+                           " in the manifest");
     }
     ds->readers_.push_back(std::move(r));
     ds->first_record_.push_back(first);
@@ -139,8 +151,8 @@ uint64_t ShardDataset::RecordBytes(uint64_t record) const {
 
 Status ShardDataset::Read(uint64_t record, std::vector<uint8_t>* scratch, ShardRecord* out) const {
   if (record >= manifest_.records) {
-    return OutOfRangeError("dataset has " + std::to_string(manifest_.records) + " records; no record " +
-                           std::to_string(record));
+    return OutOfRangeError("dataset has " + std::to_string(manifest_.records) +
+                           " records; no record " + std::to_string(record));
   }
   size_t shard = 0;
   uint64_t local = 0;
@@ -152,7 +164,8 @@ namespace {
 
 class ShardReadOp final : public SampleOp {
  public:
-  ShardReadOp(std::shared_ptr<const ShardDataset> ds, const ReadAheadOptions& ra) : ds_(std::move(ds)) {
+  ShardReadOp(std::shared_ptr<const ShardDataset> ds, const ReadAheadOptions& ra)
+      : ds_(std::move(ds)) {
     if (ra.max_bytes > 0) {
       const ShardDataset* d = ds_.get();
       read_ahead_ = std::make_unique<io::ReadAhead>(
@@ -175,7 +188,8 @@ class ShardReadOp final : public SampleOp {
     core::detail::Fingerprint fp;
     fp.Add(std::string_view("shards"));
     for (const std::string& c : ds_->manifest().classes) fp.Add(c);
-    for (const ShardInfo& s : ds_->manifest().shards) fp.Add(s.name).Add(s.records).Add(s.bytes).Add(uint64_t{s.crc32c});
+    for (const ShardInfo& s : ds_->manifest().shards)
+      fp.Add(s.name).Add(s.records).Add(s.bytes).Add(uint64_t{s.crc32c});
     return fp.value();
   }
   BackgroundWork* background() const override { return read_ahead_.get(); }
@@ -214,7 +228,7 @@ class ShardReadOp final : public SampleOp {
 }  // namespace
 
 std::shared_ptr<const SampleOp> MakeShardReadOp(std::shared_ptr<const ShardDataset> dataset,
-                                               const ReadAheadOptions& read_ahead) {
+                                                const ReadAheadOptions& read_ahead) {
   return std::make_shared<ShardReadOp>(std::move(dataset), read_ahead);
 }
 

@@ -1,4 +1,6 @@
 // The local implementation of RandomAccessFile, and OpenFile's dispatch.
+#include "feedline/file.h"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -8,21 +10,21 @@
 #include <mutex>
 #include <system_error>
 
-#include "feedline/file.h"
-
 #include "src/core/mutex.h"
 
 namespace feedline {
 
 namespace io {
-Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url, const HttpOptions& options);
+Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url,
+                                                       const HttpOptions& options);
 }  // namespace io
 
 namespace {
 
 class PosixFile final : public RandomAccessFile {
  public:
-  PosixFile(std::string name, int fd, uint64_t size) : name_(std::move(name)), fd_(fd), size_(size) {}
+  PosixFile(std::string name, int fd, uint64_t size)
+      : name_(std::move(name)), fd_(fd), size_(size) {}
   ~PosixFile() override { ::close(fd_); }
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
@@ -30,7 +32,8 @@ class PosixFile final : public RandomAccessFile {
   Status Read(uint64_t offset, size_t n, void* out) const override {
     size_t done = 0;
     while (done < n) {
-      const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
+      const ssize_t got =
+          ::pread(fd_, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
         const int err = errno;  // before the message's allocations
@@ -38,8 +41,8 @@ class PosixFile final : public RandomAccessFile {
                                 " failed: " + std::generic_category().message(err));
       }
       if (got == 0) {
-        return DataLossError("'" + name_ + "': truncated: no data at offset " + std::to_string(offset + done) +
-                             " (the file shrank?)");
+        return DataLossError("'" + name_ + "': truncated: no data at offset " +
+                             std::to_string(offset + done) + " (the file shrank?)");
       }
       done += static_cast<size_t>(got);
     }
@@ -56,7 +59,9 @@ class PosixFile final : public RandomAccessFile {
 
 }  // namespace
 
-bool IsUrl(const std::string& name) { return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0; }
+bool IsUrl(const std::string& name) {
+  return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0;
+}
 
 std::string JoinName(const std::string& base, const std::string& leaf) {
   if (base.empty()) return leaf;
@@ -91,7 +96,8 @@ FileWrapper& Wrapper() REQUIRES(wrapper_mu) {
   return *wrapper;
 }
 
-Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name, const HttpOptions& http);
+Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
+                                                        const HttpOptions& http);
 
 }  // namespace
 
@@ -101,7 +107,8 @@ FileWrapper SetFileWrapperForTesting(FileWrapper wrapper) {
   return wrapper;
 }
 
-Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, const HttpOptions& http) {
+Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name,
+                                                   const HttpOptions& http) {
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenUnwrapped(name, http));
   FileWrapper wrap;
   {
@@ -114,7 +121,8 @@ Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name, cons
 
 namespace {
 
-Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name, const HttpOptions& http) {
+Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
+                                                        const HttpOptions& http) {
   if (IsUrl(name)) return io::OpenHttpFile(name, http);
   // O_NONBLOCK: opening a fifo must not wait for a writer; it is refused below.
   constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
@@ -126,8 +134,8 @@ Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
     if (err == EMFILE || err == ENFILE) {
       rlimit lim{};
       getrlimit(RLIMIT_NOFILE, &lim);
-      return ResourceExhaustedError(msg + " (RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + ", hard limit " +
-                                    std::to_string(lim.rlim_max) +
+      return ResourceExhaustedError(msg + " (RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) +
+                                    ", hard limit " + std::to_string(lim.rlim_max) +
                                     "; shard and tar datasets keep at most about half of it open)");
     }
     return err == ENOENT ? NotFoundError(msg) : UnavailableError(msg);
@@ -140,10 +148,13 @@ Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    const char* what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a fifo" : "a special file";
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a fifo"
+                                              : "a special file";
     return InvalidArgumentError("cannot open '" + name + "': " + what + ", not a regular file");
   }
-  return std::unique_ptr<RandomAccessFile>(new PosixFile(name, fd, static_cast<uint64_t>(st.st_size)));
+  return std::unique_ptr<RandomAccessFile>(
+      new PosixFile(name, fd, static_cast<uint64_t>(st.st_size)));
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ class FileCache::CachedFile final : public RandomAccessFile {
   CachedFile& operator=(const CachedFile&) = delete;
 
   Status Read(uint64_t offset, size_t n, void* out) const override {
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const RandomAccessFile> file, cache_->Acquire(id_, name_, size_));
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const RandomAccessFile> file,
+                              cache_->Acquire(id_, name_, size_));
     return file->Read(offset, n, out);
   }
   uint64_t size() const override { return size_; }
@@ -41,7 +42,8 @@ size_t FileCache::CapacityFor(uint64_t soft_limit) {
   constexpr uint64_t kLeftToOthers = 256;
   const uint64_t half = soft_limit / 2;
   const uint64_t rest = soft_limit > kLeftToOthers ? soft_limit - kLeftToOthers : 0;
-  return static_cast<size_t>(std::clamp<uint64_t>(std::min(half, rest), kMinCapacity, kMaxCapacity));
+  return static_cast<size_t>(
+      std::clamp<uint64_t>(std::min(half, rest), kMinCapacity, kMaxCapacity));
 }
 
 std::shared_ptr<FileCache> FileCache::Default() {
@@ -59,11 +61,13 @@ Result<std::unique_ptr<RandomAccessFile>> FileCache::OpenLocal(const std::string
   Result<std::unique_ptr<RandomAccessFile>> file = OpenFile(name);
   // Out of descriptors even after OpenFile raised the soft limit: give
   // back the idle ones this cache holds and try once more.
-  if (!file.ok() && file.status().code() == StatusCode::kResourceExhausted && DropAll()) file = OpenFile(name);
+  if (!file.ok() && file.status().code() == StatusCode::kResourceExhausted && DropAll())
+    file = OpenFile(name);
   return file;
 }
 
-Result<std::unique_ptr<RandomAccessFile>> FileCache::Open(const std::string& name, const HttpOptions& http) {
+Result<std::unique_ptr<RandomAccessFile>> FileCache::Open(const std::string& name,
+                                                          const HttpOptions& http) {
   if (IsUrl(name)) return OpenFile(name, http);
   MakeRoom();
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenLocal(name));
@@ -77,7 +81,8 @@ Result<std::unique_ptr<RandomAccessFile>> FileCache::Open(const std::string& nam
   return std::unique_ptr<RandomAccessFile>(new CachedFile(shared_from_this(), id, name, size));
 }
 
-Result<std::shared_ptr<const RandomAccessFile>> FileCache::Acquire(uint64_t id, const std::string& name,
+Result<std::shared_ptr<const RandomAccessFile>> FileCache::Acquire(uint64_t id,
+                                                                   const std::string& name,
                                                                    uint64_t size) {
   {
     core::MutexLock l(&mu_);
@@ -97,14 +102,17 @@ Result<std::shared_ptr<const RandomAccessFile>> FileCache::Acquire(uint64_t id, 
     return file.status().WithContext("reopening '" + name + "' (closed to bound the open files)");
   }
   if ((*file)->size() != size) {
-    return DataLossError("'" + name + "' changed size since the dataset was opened (" + std::to_string(size) +
-                         " bytes then, " + std::to_string((*file)->size()) + " now)");
+    return DataLossError("'" + name + "' changed size since the dataset was opened (" +
+                         std::to_string(size) + " bytes then, " + std::to_string((*file)->size()) +
+                         " now)");
   }
   return Insert(id, std::shared_ptr<const RandomAccessFile>(std::move(file).value()));
 }
 
-std::shared_ptr<const RandomAccessFile> FileCache::Insert(uint64_t id, std::shared_ptr<const RandomAccessFile> file) {
-  std::vector<std::shared_ptr<const RandomAccessFile>> dropped;  // closed after the lock is released
+std::shared_ptr<const RandomAccessFile> FileCache::Insert(
+    uint64_t id, std::shared_ptr<const RandomAccessFile> file) {
+  std::vector<std::shared_ptr<const RandomAccessFile>>
+      dropped;  // closed after the lock is released
   std::shared_ptr<const RandomAccessFile> out;
   {
     core::MutexLock l(&mu_);
@@ -129,7 +137,8 @@ std::shared_ptr<const RandomAccessFile> FileCache::Insert(uint64_t id, std::shar
 }
 
 void FileCache::MakeRoom() {
-  std::vector<std::shared_ptr<const RandomAccessFile>> dropped;  // closed after the lock is released
+  std::vector<std::shared_ptr<const RandomAccessFile>>
+      dropped;  // closed after the lock is released
   core::MutexLock l(&mu_);
   while (!entries_.empty() && entries_.size() >= capacity_) {
     const auto victim = entries_.find(lru_.back());

@@ -31,7 +31,6 @@
 
 #include "feedline/file.h"
 #include "feedline/status.h"
-
 #include "src/core/mutex.h"
 
 namespace feedline::io {
@@ -52,7 +51,8 @@ class FileCache : public std::enable_shared_from_this<FileCache> {
 
   // Opens `name` (a local path: cached; a URL: OpenFile's file as it is).
   // Errors are OpenFile's.
-  Result<std::unique_ptr<RandomAccessFile>> Open(const std::string& name, const HttpOptions& http = {});
+  Result<std::unique_ptr<RandomAccessFile>> Open(const std::string& name,
+                                                 const HttpOptions& http = {});
 
   size_t capacity() const { return capacity_; }
   // Descriptors the cache holds now (not counting reads in flight on ones
@@ -66,11 +66,12 @@ class FileCache : public std::enable_shared_from_this<FileCache> {
   explicit FileCache(size_t capacity) : capacity_(capacity) {}
 
   // The open file for `id`, reopened if it was dropped; checks the size.
-  Result<std::shared_ptr<const RandomAccessFile>> Acquire(uint64_t id, const std::string& name, uint64_t size)
-      EXCLUDES(mu_);
+  Result<std::shared_ptr<const RandomAccessFile>> Acquire(uint64_t id, const std::string& name,
+                                                          uint64_t size) EXCLUDES(mu_);
   // Makes `file` the most recent entry for `id` (keeping one that a racing
   // Acquire inserted first) and drops the least recent beyond capacity.
-  std::shared_ptr<const RandomAccessFile> Insert(uint64_t id, std::shared_ptr<const RandomAccessFile> file)
+  std::shared_ptr<const RandomAccessFile> Insert(uint64_t id,
+                                                 std::shared_ptr<const RandomAccessFile> file)
       EXCLUDES(mu_);
   // Drops the least recent entries until one more fits, before an open:
   // the new descriptor never takes the cache past capacity.

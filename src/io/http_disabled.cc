@@ -8,10 +8,12 @@
 
 namespace feedline::io {
 
-Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url, const HttpOptions& /*options*/) {
-  return UnimplementedError("cannot read '" + url +
-                            "': this feedline was built without HTTP support (FEEDLINE_WITH_HTTP=OFF); "
-                            "rebuild with libcurl, or copy the dataset to local disk");
+Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url,
+                                                       const HttpOptions& /*options*/) {
+  return UnimplementedError(
+      "cannot read '" + url +
+      "': this feedline was built without HTTP support (FEEDLINE_WITH_HTTP=OFF); "
+      "rebuild with libcurl, or copy the dataset to local disk");
 }
 
 }  // namespace feedline::io

@@ -53,7 +53,9 @@ class HttpFile final : public RandomAccessFile {
     CURL* h = Take();
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     Status st = Perform(h, "HEAD", [&](long code) -> Status {
-      if (code != 200) return Status(code == 404 ? StatusCode::kNotFound : StatusCode::kUnavailable, "HTTP " + std::to_string(code));
+      if (code != 200)
+        return Status(code == 404 ? StatusCode::kNotFound : StatusCode::kUnavailable,
+                      "HTTP " + std::to_string(code));
       curl_off_t length = -1;
       curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
       if (length < 0) return UnavailableError("the server sent no Content-Length");
@@ -70,7 +72,8 @@ class HttpFile final : public RandomAccessFile {
     if (n == 0) return Status::OK();
     if (offset + n > size_) {
       return DataLossError("'" + url_ + "': read of " + std::to_string(n) + " bytes at offset " +
-                           std::to_string(offset) + " is past its " + std::to_string(size_) + " bytes");
+                           std::to_string(offset) + " is past its " + std::to_string(size_) +
+                           " bytes");
     }
     CURL* h = Take();
     const std::string range = std::to_string(offset) + "-" + std::to_string(offset + n - 1);
@@ -78,16 +81,26 @@ class HttpFile final : public RandomAccessFile {
     curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    Status st = Perform(h, "GET bytes=" + range, [&](long code) -> Status {
-      if (sink.overflow || code == 200) {
-        return DataLossError("the server ignored the Range header or sent more than " + std::to_string(n) + " bytes");
-      }
-      if (code != 206) return Status(code >= 500 ? StatusCode::kUnavailable : StatusCode::kDataLoss, "HTTP " + std::to_string(code));
-      if (sink.got != n) {
-        return DataLossError("got " + std::to_string(sink.got) + " of " + std::to_string(n) + " bytes");
-      }
-      return Status::OK();
-    }, [&] { sink.got = 0; sink.overflow = false; });
+    Status st = Perform(
+        h, "GET bytes=" + range,
+        [&](long code) -> Status {
+          if (sink.overflow || code == 200) {
+            return DataLossError("the server ignored the Range header or sent more than " +
+                                 std::to_string(n) + " bytes");
+          }
+          if (code != 206)
+            return Status(code >= 500 ? StatusCode::kUnavailable : StatusCode::kDataLoss,
+                          "HTTP " + std::to_string(code));
+          if (sink.got != n) {
+            return DataLossError("got " + std::to_string(sink.got) + " of " + std::to_string(n) +
+                                 " bytes");
+          }
+          return Status::OK();
+        },
+        [&] {
+          sink.got = 0;
+          sink.overflow = false;
+        });
     curl_easy_setopt(h, CURLOPT_RANGE, nullptr);
     Give(h);
     return st;
@@ -112,7 +125,8 @@ class HttpFile final : public RandomAccessFile {
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>((options_.stall_timeout_ms + 999) / 1000));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>((options_.stall_timeout_ms + 999) / 1000));
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
     return h;
@@ -125,7 +139,8 @@ class HttpFile final : public RandomAccessFile {
   // Runs the request with retries: transport errors, 5xx and short bodies
   // are retried with exponential backoff; `check` judges each answer.
   template <typename Check, typename Reset = void (*)()>
-  Status Perform(CURL* h, const std::string& what, Check check, Reset reset = [] {}) const {
+  Status Perform(
+      CURL* h, const std::string& what, Check check, Reset reset = [] {}) const {
     Status last;
     uint32_t backoff = options_.initial_backoff_ms;
     for (uint32_t attempt = 1; attempt <= options_.max_attempts; ++attempt) {
@@ -140,15 +155,17 @@ class HttpFile final : public RandomAccessFile {
         if (last.code() == StatusCode::kNotFound || (code >= 400 && code < 500)) break;
       } else {
         const bool timeout = rc == CURLE_OPERATION_TIMEDOUT;
-        last = Status(timeout ? StatusCode::kDeadlineExceeded : StatusCode::kUnavailable, curl_easy_strerror(rc));
+        last = Status(timeout ? StatusCode::kDeadlineExceeded : StatusCode::kUnavailable,
+                      curl_easy_strerror(rc));
       }
       if (attempt < options_.max_attempts) {
         std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
         backoff *= 2;
       }
     }
-    return Status(last.code(), "'" + url_ + "' " + what + ": " + std::string(last.message()) + " (after " +
-                                   std::to_string(options_.max_attempts) + " attempts)");
+    return Status(last.code(), "'" + url_ + "' " + what + ": " + std::string(last.message()) +
+                                   " (after " + std::to_string(options_.max_attempts) +
+                                   " attempts)");
   }
 
   const std::string url_;
@@ -161,7 +178,8 @@ class HttpFile final : public RandomAccessFile {
 
 }  // namespace
 
-Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url, const HttpOptions& options) {
+Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url,
+                                                       const HttpOptions& options) {
   GlobalInit();
   auto f = std::make_unique<HttpFile>(url, options);
   FEEDLINE_RETURN_IF_ERROR(f->Init());

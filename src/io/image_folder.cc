@@ -17,10 +17,12 @@ namespace feedline {
 namespace {
 
 // torchvision.datasets.folder.IMG_EXTENSIONS (0.14 and later).
-constexpr std::string_view kImageExtensions[] = {".jpg", ".jpeg", ".png", ".ppm",  ".bmp",
+constexpr std::string_view kImageExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                                  ".pgm", ".tif",  ".tiff", ".webp"};
 
-std::string ErrnoMessage(int err) { return std::error_code(err, std::generic_category()).message(); }
+std::string ErrnoMessage(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
 
 // os.path.join(a, b) for a relative b: no doubled '/' when a ends in one, so
 // the paths match torchvision's byte for byte.
@@ -102,10 +104,12 @@ bool IsValidUtf8(std::string_view s) {
 // name(item).
 template <typename T, typename NameOf>
 void SortByFsName(std::vector<T>* items, NameOf name) {
-  const bool valid = std::all_of(items->begin(), items->end(), [&](const T& t) { return IsValidUtf8(name(t)); });
+  const bool valid =
+      std::all_of(items->begin(), items->end(), [&](const T& t) { return IsValidUtf8(name(t)); });
   if (valid) {
-    std::sort(items->begin(), items->end(),
-              [&](const T& a, const T& b) { return std::string_view(name(a)) < std::string_view(name(b)); });
+    std::sort(items->begin(), items->end(), [&](const T& a, const T& b) {
+      return std::string_view(name(a)) < std::string_view(name(b));
+    });
     return;
   }
   std::vector<std::pair<std::u32string, size_t>> keyed;
@@ -152,7 +156,8 @@ struct OpenedDir {
 
 Status OpenDirectory(const std::string& path, OpenedDir* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
+  if (fd < 0)
+    return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
@@ -174,7 +179,8 @@ Status ListDirectory(const std::string& path, const OpenedDir& dir, std::vector<
   while (true) {
     const ssize_t got = ::getdents64(dir.fd, buffer->data(), buffer->size());
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
+    if (got < 0)
+      return UnavailableError("cannot list directory '" + path + "': " + ErrnoMessage(errno));
     if (got == 0) break;
     for (ssize_t pos = 0; pos < got;) {
       struct Dirent64 {  // the kernel's linux_dirent64
@@ -267,8 +273,9 @@ Status WalkClass(const std::string& root, const std::string& cls, const ImageFol
       }
       if (!HasImageExtension(l.name)) continue;
       if (l.kind == Listed::Kind::kOther) {
-        return InvalidArgumentError("image folder '" + root + "': '" + JoinPath(dir_path, l.name) + "' is " +
-                                    KindOf(l.mode) + ", not a regular file; remove it or rename it");
+        return InvalidArgumentError("image folder '" + root + "': '" + JoinPath(dir_path, l.name) +
+                                    "' is " + KindOf(l.mode) +
+                                    ", not a regular file; remove it or rename it");
       }
       dirs[i].files.push_back(std::move(l.name));
     }
@@ -293,8 +300,9 @@ constexpr int64_t kMaxFileBytes = int64_t{256} << 20;
 Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path));
   if (file->size() > static_cast<uint64_t>(kMaxFileBytes)) {
-    return ResourceExhaustedError("'" + path + "' is " + std::to_string(file->size()) + " bytes, over the " +
-                                  std::to_string(kMaxFileBytes) + "-byte per-sample limit");
+    return ResourceExhaustedError("'" + path + "' is " + std::to_string(file->size()) +
+                                  " bytes, over the " + std::to_string(kMaxFileBytes) +
+                                  "-byte per-sample limit");
   }
   out->resize(file->size());
   return file->Read(0, out->size(), out->data());
@@ -305,7 +313,8 @@ uint64_t FolderFingerprint(const ImageFolder& f) {
   core::detail::Fingerprint fp;
   fp.Add(std::string_view("folder"));
   for (const std::string& c : f.classes) fp.Add(c);
-  for (size_t i = 0; i < f.files.size(); ++i) fp.Add(f.files[i]).Add(static_cast<uint64_t>(f.labels[i]));
+  for (size_t i = 0; i < f.files.size(); ++i)
+    fp.Add(f.files[i]).Add(static_cast<uint64_t>(f.labels[i]));
   return fp.value();
 }
 
@@ -333,12 +342,13 @@ class ReadFileOp final : public SampleOp {
 }  // namespace
 
 Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& root,
-                                                         const ImageFolderOptions& options) {
+                                                             const ImageFolderOptions& options) {
   struct stat root_st {};
   if (::stat(root.c_str(), &root_st) != 0) {
     return NotFoundError("image folder '" + root + "' is not a directory: " + ErrnoMessage(errno));
   }
-  if (!S_ISDIR(root_st.st_mode)) return NotFoundError("image folder '" + root + "' is not a directory");
+  if (!S_ISDIR(root_st.st_mode))
+    return NotFoundError("image folder '" + root + "' is not a directory");
   std::vector<Listed> listed;
   std::vector<char> buffer;
   OpenedDir opened;
@@ -351,8 +361,8 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
     // find_classes uses DirEntry.is_dir(), which raises on every stat
     // error but "no such file" (a dangling link is just not a class).
     if (l.stat_errno != 0 && l.stat_errno != ENOENT) {
-      return UnavailableError("image folder '" + root + "': cannot stat '" + JoinPath(root, l.name) +
-                              "': " + ErrnoMessage(l.stat_errno));
+      return UnavailableError("image folder '" + root + "': cannot stat '" +
+                              JoinPath(root, l.name) + "': " + ErrnoMessage(l.stat_errno));
     }
     if (l.kind != Listed::Kind::kDirectory) continue;
     if (options.skip_hidden_dirs && IsHidden(l.name)) continue;
@@ -360,7 +370,8 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
   }
   SortByFsName(&class_dirs, [](const Listed& l) -> const std::string& { return l.name; });
   if (class_dirs.empty()) {
-    return NotFoundError("image folder '" + root + "' has no class directories (root/<class>/<image>)");
+    return NotFoundError("image folder '" + root +
+                         "' has no class directories (root/<class>/<image>)");
   }
   std::vector<std::string> empty;
   for (size_t label = 0; label < class_dirs.size(); ++label) {
@@ -384,7 +395,8 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
     for (std::string_view ext : kImageExtensions) (msg += ' ') += ext;
     if (!hidden.empty()) {
       msg += ". '" + hidden +
-             "' is a hidden directory: pass skip_hidden_dirs=True (feedline pack --skip-hidden-dirs) to "
+             "' is a hidden directory: pass skip_hidden_dirs=True (feedline pack "
+             "--skip-hidden-dirs) to "
              "skip hidden directories";
     }
     return NotFoundError(msg);

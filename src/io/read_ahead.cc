@@ -116,7 +116,8 @@ void ReadAhead::FetchLoop() {
 
     --in_flight_;
     ++fetches_;
-    fetch_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count());
+    fetch_ns_ +=
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count());
     fetched_bytes_ += need;
     auto it = entries_.find(id);
     if (generation != generation_ || it == entries_.end() || it->second.ready) {

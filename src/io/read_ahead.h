@@ -22,7 +22,6 @@
 #include "feedline/sample.h"
 #include "feedline/sampler.h"
 #include "feedline/status.h"
-
 #include "src/core/mutex.h"
 
 namespace feedline::io {
@@ -59,7 +58,9 @@ class ReadAhead final : public BackgroundWork {
   ReadAheadMetrics Metrics() const override;
 
   // BackgroundWork: the loader's plans, and the whole budget as reserved.
-  void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) override { SetPlan(std::move(plan), first); }
+  void OnPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) override {
+    SetPlan(std::move(plan), first);
+  }
   uint64_t ReservedBytes() const override { return max_bytes_; }
 
   uint64_t max_bytes() const { return max_bytes_; }

@@ -33,20 +33,23 @@ std::string ShardReader::DescribeTruncation() const {
     }
     const uint64_t next = offset + shard::kRecordHeaderSize + DecodeFixed32(h + 4);
     if (next > file_size_) {
-      return "record " + std::to_string(n) + " at offset " + std::to_string(offset) + " is cut off (" +
-             std::to_string(file_size_ - offset) + " of " + std::to_string(next - offset) + " bytes present)";
+      return "record " + std::to_string(n) + " at offset " + std::to_string(offset) +
+             " is cut off (" + std::to_string(file_size_ - offset) + " of " +
+             std::to_string(next - offset) + " bytes present)";
     }
     offset = next;
     ++n;
   }
   return std::to_string(n) + " complete records precede offset " + std::to_string(offset) +
-         ", where the file has " + std::to_string(file_size_ - offset) + " more bytes but no valid footer";
+         ", where the file has " + std::to_string(file_size_ - offset) +
+         " more bytes but no valid footer";
 }
 
 ShardReader::ShardReader(std::unique_ptr<RandomAccessFile> file)
     : file_(std::move(file)), path_(file_->name()), file_size_(file_->size()) {}
 
-Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, const HttpOptions& http) {
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path,
+                                                       const HttpOptions& http) {
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path, http));
   return Open(std::move(file));
 }
@@ -54,7 +57,9 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
 Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAccessFile> file) {
   std::unique_ptr<ShardReader> r(new ShardReader(std::move(file)));
   const std::string& path = r->path_;
-  auto bad = [&path](const std::string& why) { return DataLossError("shard '" + path + "': " + why); };
+  auto bad = [&path](const std::string& why) {
+    return DataLossError("shard '" + path + "': " + why);
+  };
   const uint64_t size = r->file_size_;
   uint8_t h[shard::kHeaderSize];
   if (size < shard::kHeaderSize + shard::kFooterSize) {
@@ -63,7 +68,8 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
         std::memcmp(h, shard::kHeaderMagic, sizeof(shard::kHeaderMagic)) != 0) {
       return InvalidArgumentError("'" + path + "' is not a feedline shard (bad header magic)");
     }
-    return bad("too small to be a shard (" + std::to_string(size) + " bytes; header and footer need " +
+    return bad("too small to be a shard (" + std::to_string(size) +
+               " bytes; header and footer need " +
                std::to_string(shard::kHeaderSize + shard::kFooterSize) + ")");
   }
   FEEDLINE_RETURN_IF_ERROR(r->ReadAt(0, h, sizeof(h)));
@@ -72,10 +78,12 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
   }
   const uint32_t version = DecodeFixed32(h + 8);
   if (version != shard::kShardVersion) {
-    return InvalidArgumentError("shard '" + path + "' has format version " + std::to_string(version) +
-                                "; this build reads version " + std::to_string(shard::kShardVersion));
+    return InvalidArgumentError("shard '" + path + "' has format version " +
+                                std::to_string(version) + "; this build reads version " +
+                                std::to_string(shard::kShardVersion));
   }
-  if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20)) return bad("header checksum mismatch");
+  if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20))
+    return bad("header checksum mismatch");
   if (DecodeFixed32(h + 12) != 0) return bad("unknown header flags");
 
   uint8_t f[shard::kFooterSize];
@@ -83,16 +91,19 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
   if (std::memcmp(f + 32, shard::kFooterMagic, sizeof(shard::kFooterMagic)) != 0) {
     return bad("truncated or unfinished: no footer; " + r->DescribeTruncation());
   }
-  if (UnmaskCrc(DecodeFixed32(f + 24)) != core::Crc32c(f, 24)) return bad("footer checksum mismatch");
-  if (DecodeFixed32(f + 20) != shard::kShardVersion) return bad("footer version disagrees with header");
+  if (UnmaskCrc(DecodeFixed32(f + 24)) != core::Crc32c(f, 24))
+    return bad("footer checksum mismatch");
+  if (DecodeFixed32(f + 20) != shard::kShardVersion)
+    return bad("footer version disagrees with header");
   const uint64_t index_offset = Fixed64(f), count = Fixed64(f + 8);
   // Bound the count by the bytes actually present before trusting it.
   const uint64_t room = size - shard::kFooterSize;
   if (index_offset < shard::kHeaderSize || index_offset > room ||
       count > (room - index_offset) / shard::kIndexEntrySize ||
       index_offset + count * shard::kIndexEntrySize != room) {
-    return bad("footer is inconsistent with the file size (index at " + std::to_string(index_offset) +
-               ", " + std::to_string(count) + " records, " + std::to_string(size) + " bytes)");
+    return bad("footer is inconsistent with the file size (index at " +
+               std::to_string(index_offset) + ", " + std::to_string(count) + " records, " +
+               std::to_string(size) + " bytes)");
   }
   std::vector<uint8_t> index(count * shard::kIndexEntrySize);
   FEEDLINE_RETURN_IF_ERROR(r->ReadAt(index_offset, index.data(), index.size()));
@@ -102,14 +113,18 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
   r->offsets_.resize(count);
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t o = Fixed64(index.data() + i * shard::kIndexEntrySize);
-    const uint64_t min = i == 0 ? shard::kHeaderSize : r->offsets_[i - 1] + shard::kRecordHeaderSize + shard::kPayloadFixedSize;
+    const uint64_t min =
+        i == 0 ? shard::kHeaderSize
+               : r->offsets_[i - 1] + shard::kRecordHeaderSize + shard::kPayloadFixedSize;
     if ((i == 0 && o != shard::kHeaderSize) || o < min ||
         o + shard::kRecordHeaderSize + shard::kPayloadFixedSize > index_offset) {
-      return bad("index entry " + std::to_string(i) + " (offset " + std::to_string(o) + ") is out of order or out of range");
+      return bad("index entry " + std::to_string(i) + " (offset " + std::to_string(o) +
+                 ") is out of order or out of range");
     }
     r->offsets_[i] = o;
   }
-  if (count == 0 && index_offset != shard::kHeaderSize) return bad("records present but no index entries");
+  if (count == 0 && index_offset != shard::kHeaderSize)
+    return bad("records present but no index entries");
   r->index_offset_ = index_offset;
   return r;
 }
@@ -154,14 +169,16 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
   if (std::memcmp(h, shard::kRecordMagic, sizeof(shard::kRecordMagic)) != 0) {
     return RecordError(i, "bad record magic (index points at no record)");
   }
-  if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20)) return RecordError(i, "record header checksum mismatch");
+  if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20))
+    return RecordError(i, "record header checksum mismatch");
   if (Fixed64(h + 8) != i) {
     return RecordError(i, "index points at record " + std::to_string(Fixed64(h + 8)));
   }
   const uint64_t payload = DecodeFixed32(h + 4);
   if (payload + shard::kRecordHeaderSize != extent || payload < shard::kPayloadFixedSize) {
-    return RecordError(i, "record length " + std::to_string(payload) + " disagrees with the index (" +
-                              std::to_string(extent - shard::kRecordHeaderSize) + " bytes available)");
+    return RecordError(i,
+                       "record length " + std::to_string(payload) + " disagrees with the index (" +
+                           std::to_string(extent - shard::kRecordHeaderSize) + " bytes available)");
   }
   if (UnmaskCrc(DecodeFixed32(h + 16)) != core::Crc32c(h + shard::kRecordHeaderSize, payload)) {
     return RecordError(i, "checksum mismatch");
@@ -169,8 +186,8 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
   const uint8_t* p = scratch->data() + shard::kRecordHeaderSize;
   const uint64_t k = DecodeFixed32(p + 8), m = DecodeFixed32(p + 12), d = DecodeFixed32(p + 16);
   if (shard::kPayloadFixedSize + k + m + d != payload) {
-    return RecordError(i, "field lengths (" + std::to_string(k) + " + " + std::to_string(m) + " + " +
-                              std::to_string(d) + ") disagree with the record length");
+    return RecordError(i, "field lengths (" + std::to_string(k) + " + " + std::to_string(m) +
+                              " + " + std::to_string(d) + ") disagree with the record length");
   }
   out->label = static_cast<int64_t>(Fixed64(p));
   const auto* fields = reinterpret_cast<const char*>(p + shard::kPayloadFixedSize);

@@ -78,12 +78,13 @@ Status ShardWriter::Flush() {
 
 Status ShardWriter::Add(const ShardRecord& r) {
   if (finished_) return FailedPreconditionError("shard '" + path_ + "' is already finished");
-  const uint64_t payload = shard::kPayloadFixedSize + r.key.size() + r.metadata.size() + r.data.size();
-  if (payload > shard::kMaxPayloadBytes || r.key.size() > UINT32_MAX || r.metadata.size() > UINT32_MAX ||
-      r.data.size() > UINT32_MAX) {
-    return InvalidArgumentError("record '" + std::string(r.key) + "' is " + std::to_string(payload) +
-                                " bytes, over the shard format's limit of " +
-                                std::to_string(shard::kMaxPayloadBytes));
+  const uint64_t payload =
+      shard::kPayloadFixedSize + r.key.size() + r.metadata.size() + r.data.size();
+  if (payload > shard::kMaxPayloadBytes || r.key.size() > UINT32_MAX ||
+      r.metadata.size() > UINT32_MAX || r.data.size() > UINT32_MAX) {
+    return InvalidArgumentError(
+        "record '" + std::string(r.key) + "' is " + std::to_string(payload) +
+        " bytes, over the shard format's limit of " + std::to_string(shard::kMaxPayloadBytes));
   }
   std::string fixed;
   PutFixed64(&fixed, static_cast<uint64_t>(r.label));
@@ -132,7 +133,8 @@ Status ShardWriter::Finish() {
     return IoError("cannot close", partial_, errno);
   }
   fd_ = -1;
-  if (::rename(partial_.c_str(), path_.c_str()) != 0) return IoError("cannot rename to", path_, errno);
+  if (::rename(partial_.c_str(), path_.c_str()) != 0)
+    return IoError("cannot rename to", path_, errno);
   finished_ = true;
   // Make the rename itself durable.
   const std::string dir = std::filesystem::path(path_).parent_path().string();

@@ -20,10 +20,12 @@ const char* SourceKindName(Source::Kind kind) {
 
 Source::Kind DetectSourceKind(const std::string& path) {
   namespace fs = std::filesystem;
-  if (IsUrl(path)) return Source::Kind::kShards;  // remote data: a packed dataset served over HTTP(S)
+  if (IsUrl(path))
+    return Source::Kind::kShards;  // remote data: a packed dataset served over HTTP(S)
   if (fs::path(path).extension() == ".tar") return Source::Kind::kTar;
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return Source::Kind::kImageFolder;  // opening it names the problem
+  if (!fs::is_directory(path, ec))
+    return Source::Kind::kImageFolder;  // opening it names the problem
   if (fs::exists(fs::path(path) / kManifestName, ec)) return Source::Kind::kShards;
   bool any_tar = false, any_dir = false;
   // error_code overloads throughout: a symlink loop here must not throw.
@@ -41,10 +43,13 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   Source s;
   const bool url = IsUrl(path);
   ReadAheadOptions ra;
-  ra.max_bytes = options.read_ahead_bytes != ~uint64_t{0} ? options.read_ahead_bytes : url ? (64u << 20) : 0;
+  ra.max_bytes = options.read_ahead_bytes != ~uint64_t{0} ? options.read_ahead_bytes
+                 : url                                    ? (64u << 20)
+                                                          : 0;
   ra.threads = options.read_ahead_threads;
   if (url) {  // remote data: a packed dataset served over HTTP(S)
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path, options.http));
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds,
+                              ShardDataset::Open(path, options.http));
     s.kind = Source::Kind::kShards;
     s.num_samples = ds->num_records();
     s.classes = ds->manifest().classes;
@@ -64,7 +69,8 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     s.classes = ds->manifest().classes;
     s.read_op = MakeShardReadOp(std::move(ds), ra);
   } else {
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder, ImageFolder::Open(path, options.folder));
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder,
+                              ImageFolder::Open(path, options.folder));
     s.kind = Source::Kind::kImageFolder;
     s.num_samples = folder->files.size();
     s.classes = folder->classes;

@@ -5,9 +5,8 @@
 #include <map>
 #include <string>
 
-#include "feedline/webdataset.h"
-
 #include "feedline/file.h"
+#include "feedline/webdataset.h"
 #include "src/core/detail/fingerprint.h"
 #include "src/io/file_cache.h"
 
@@ -19,7 +18,8 @@ namespace {
 constexpr char kImageExtensions[] = "jpg jpeg png webp bmp gif tif tiff ppm pgm pbm pnm";
 
 bool IsImageExtension(const std::string& ext) {
-  for (const char* e : {"jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "ppm", "pgm", "pbm", "pnm"}) {
+  for (const char* e :
+       {"jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "ppm", "pgm", "pbm", "pnm"}) {
     if (ext == e) return true;
   }
   return false;
@@ -101,7 +101,8 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
     const RandomAccessFile& file = *ds->files_.back();
     const uint64_t size = file.size();
     auto bad = [&path](uint64_t at, const std::string& why) {
-      return DataLossError("tar '" + path + "' member header at offset " + std::to_string(at) + ": " + why);
+      return DataLossError("tar '" + path + "' member header at offset " + std::to_string(at) +
+                           ": " + why);
     };
 
     std::vector<Member> members;
@@ -112,7 +113,9 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
     while (pos + kBlock <= size) {
       // Read errors name the tar and the member as the parse errors do.
       const Status read = file.Read(pos, kBlock, h);
-      if (!read.ok()) return read.WithContext("tar '" + path + "' member header at offset " + std::to_string(pos));
+      if (!read.ok())
+        return read.WithContext("tar '" + path + "' member header at offset " +
+                                std::to_string(pos));
       if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) {
         ended = true;  // end-of-archive marker
         break;
@@ -120,13 +123,16 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
       uint64_t stored = 0, sum = 0;
       if (!ParseNumber(h + 148, 8, &stored)) return bad(pos, "unreadable header checksum");
       for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : h[i];
-      if (sum != stored) return bad(pos, "header checksum mismatch (" + std::to_string(sum) + " != " + std::to_string(stored) + ")");
+      if (sum != stored)
+        return bad(pos, "header checksum mismatch (" + std::to_string(sum) +
+                            " != " + std::to_string(stored) + ")");
       uint64_t member_size = 0;
       if (!ParseNumber(h + 124, 12, &member_size)) return bad(pos, "unreadable size field");
       const uint64_t data = pos + kBlock;
       if (member_size > size || data + member_size > size) {
-        return bad(pos, "member of " + std::to_string(member_size) + " bytes runs past the end of the file (" +
-                            std::to_string(size) + " bytes; truncated?)");
+        return bad(pos, "member of " + std::to_string(member_size) +
+                            " bytes runs past the end of the file (" + std::to_string(size) +
+                            " bytes; truncated?)");
       }
       const char type = static_cast<char>(h[156]);
       std::string name = Field(h, 100);
@@ -139,9 +145,11 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         std::string text(member_size, '\0');
         const Status read_text = file.Read(data, member_size, text.data());
         if (!read_text.ok()) {
-          return read_text.WithContext("tar '" + path + "' member header at offset " + std::to_string(pos));
+          return read_text.WithContext("tar '" + path + "' member header at offset " +
+                                       std::to_string(pos));
         }
-        long_name = type == 'L' ? Field(reinterpret_cast<const uint8_t*>(text.data()), text.size()) : PaxPath(text);
+        long_name = type == 'L' ? Field(reinterpret_cast<const uint8_t*>(text.data()), text.size())
+                                : PaxPath(text);
       } else if (type == '0' || type == '\0' || type == '7') {  // regular file
         if (!long_name.empty()) name = long_name;
         members.push_back({name, data, member_size, pos});
@@ -153,7 +161,8 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
     }
     if (!ended && pos != size) {
       return DataLossError("tar '" + path + "' is truncated: " + std::to_string(size - pos) +
-                           " stray bytes at offset " + std::to_string(pos) + " (no end-of-archive marker)");
+                           " stray bytes at offset " + std::to_string(pos) +
+                           " (no end-of-archive marker)");
     }
 
     // Group consecutive members by key; a key must not come back later.
@@ -164,8 +173,9 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
       const size_t dot = m0.name.find('.', slash == std::string::npos ? 0 : slash + 1);
       const std::string key = m0.name.substr(0, dot);
       if (seen.count(key)) {
-        return bad(m0.header_offset, "key '" + key + "' appears again after other samples (WebDataset needs a "
-                                     "sample's files together)");
+        return bad(m0.header_offset, "key '" + key +
+                                         "' appears again after other samples (WebDataset needs a "
+                                         "sample's files together)");
       }
       seen[key] = i;
       TarSample s;
@@ -178,17 +188,19 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         const size_t d = m.name.find('.', sl == std::string::npos ? 0 : sl + 1);
         if (m.name.substr(0, d) != key) break;
         std::string ext = d == std::string::npos ? "" : m.name.substr(d + 1);
-        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(ext.begin(), ext.end(), ext.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
         if (IsImageExtension(ext)) {
           if (has_image) {
-            return bad(m.header_offset, "sample '" + key + "' has a second image member '" + m.name +
-                                            "' (this source reads one image per sample)");
+            return bad(m.header_offset, "sample '" + key + "' has a second image member '" +
+                                            m.name + "' (this source reads one image per sample)");
           }
           s.offset = m.offset;
           s.size = m.size;
           has_image = true;
         } else if (ext == "cls") {
-          if (m.size > kMaxClsBytes) return bad(m.header_offset, "'" + m.name + "' is too long for a label");
+          if (m.size > kMaxClsBytes)
+            return bad(m.header_offset, "'" + m.name + "' is too long for a label");
           std::string text(m.size, '\0');
           const Status read = file.Read(m.offset, m.size, text.data());
           if (!read.ok()) {
@@ -205,7 +217,8 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         }
       }
       if (!has_image) {
-        return bad(m0.header_offset, "sample '" + key + "' has no image member (" + std::string(kImageExtensions) + ")");
+        return bad(m0.header_offset, "sample '" + key + "' has no image member (" +
+                                         std::string(kImageExtensions) + ")");
       }
       ds->samples_.push_back(std::move(s));
     }

@@ -30,7 +30,8 @@ std::shared_ptr<const SampleOp> MakeRawBytesOp(size_t bytes_field, size_t length
   });
 }
 
-Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples, uint64_t max_bytes) {
+Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
+                         uint64_t max_bytes) {
   Pipeline p;
   p.num_samples = num_samples;
   p.fields = {{"bytes", DType::kUInt8, {static_cast<int64_t>(max_bytes)}},
@@ -50,7 +51,8 @@ Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num
 }
 
 Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
-  if (source.read_op == nullptr) return InvalidArgumentError("BuildPipeline: the source has no read op");
+  if (source.read_op == nullptr)
+    return InvalidArgumentError("BuildPipeline: the source has no read op");
   switch (spec.output) {
     case SampleSpec::Output::kImage:
       return MakeImagePipeline(source.read_op, source.num_samples, spec.transform);
@@ -64,7 +66,8 @@ Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
                               std::to_string(static_cast<int>(spec.output)));
 }
 
-Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder, const ImageTransform& transform) {
+Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder,
+                             const ImageTransform& transform) {
   const uint64_t n = folder->files.size();
   return MakeImagePipeline(MakeReadFileOp(std::move(folder)), n, transform);
 }
@@ -74,7 +77,8 @@ Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> folder, uint64_t m
   return MakeRawPipeline(MakeReadFileOp(std::move(folder)), n, max_bytes);
 }
 
-Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset, const ImageTransform& transform) {
+Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset,
+                            const ImageTransform& transform) {
   const uint64_t n = dataset->num_records();
   return MakeImagePipeline(MakeShardReadOp(std::move(dataset)), n, transform);
 }

@@ -16,12 +16,12 @@ namespace {
 TEST(PhiloxTest, MatchesRandom123KnownAnswers) {
   EXPECT_EQ(Philox4x32_10({0, 0, 0, 0}, {0, 0}),
             (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  EXPECT_EQ(Philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
-                          {0xffffffff, 0xffffffff}),
-            (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  EXPECT_EQ(Philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
-                          {0xa4093822, 0x299f31d0}),
-            (std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+  EXPECT_EQ(
+      Philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
+      (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(
+      Philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+      (std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
 // Golden values pin the whole derivation (key from seed and epoch, counter
@@ -41,8 +41,8 @@ TEST(SampleRngTest, GoldenValuesPinTheDerivation) {
 
   const uint64_t key = EpochKey(1234, 7);
   SampleRng b = SampleRng::ForSample(1234, 7, 0x100000005ull, 3);
-  const auto block = Philox4x32_10({5, 1, 3, 0}, {static_cast<uint32_t>(key),
-                                                   static_cast<uint32_t>(key >> 32)});
+  const auto block =
+      Philox4x32_10({5, 1, 3, 0}, {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)});
   EXPECT_EQ(b.NextU64(), uint64_t{block[0]} | uint64_t{block[1]} << 32);
   EXPECT_EQ(EpochKey(1234, 7), 0x453eec1319592ca0ull);
   EXPECT_EQ(SampleRng::ForSample(1234, 7, 99, 2).NextU64(), 0xc696443282cb0f57ull);

@@ -28,9 +28,9 @@ LoaderOptions Options(uint32_t threads, ErrorPolicy policy, uint64_t max_errors)
 TEST(LoaderErrorsTest, RaiseDeliversEarlierBatchesThenTheErrorAtItsBatch) {
   for (uint32_t threads : {1u, 2u, 8u}) {
     const int baseline = testing::ThreadBaseline();
-    auto loader = MustCreate(
-        MakeTestPipeline({.num_samples = 40, .fail_ids = {13}, .max_jitter_us = 100}),
-        Options(threads, ErrorPolicy::kRaise, 0));
+    auto loader =
+        MustCreate(MakeTestPipeline({.num_samples = 40, .fail_ids = {13}, .max_jitter_us = 100}),
+                   Options(threads, ErrorPolicy::kRaise, 0));
     Batch b;
     bool end = false;
     for (uint64_t i = 0; i < 3; ++i) {
@@ -40,9 +40,8 @@ TEST(LoaderErrorsTest, RaiseDeliversEarlierBatchesThenTheErrorAtItsBatch) {
     Status st = loader->Next(&b, &end);  // batch 3 holds ids 12..15
     EXPECT_EQ(st.code(), StatusCode::kDataLoss);
     const std::string m(st.message());
-    for (const char* part : {"sample 13", "epoch 0", "batch 3", "op 'read'",
-                             "file 'synthetic.fls'", "record 13", "offset 1300", "key 's13'",
-                             "checksum mismatch"}) {
+    for (const char* part : {"sample 13", "epoch 0", "batch 3", "op 'read'", "file 'synthetic.fls'",
+                             "record 13", "offset 1300", "key 's13'", "checksum mismatch"}) {
       EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
     }
     EXPECT_TRUE(b.empty());
@@ -60,9 +59,9 @@ TEST(LoaderErrorsTest, SkipDropsBadSamplesCountsThemAndKeepsTheRest) {
   const std::set<uint64_t> bad = {1, 2, 13, 39};
   std::vector<BatchCopy> reference;
   for (uint32_t threads : {1u, 3u}) {
-    auto loader = MustCreate(
-        MakeTestPipeline({.num_samples = 40, .fail_ids = bad, .max_jitter_us = 50}),
-        Options(threads, ErrorPolicy::kSkip, 4));
+    auto loader =
+        MustCreate(MakeTestPipeline({.num_samples = 40, .fail_ids = bad, .max_jitter_us = 50}),
+                   Options(threads, ErrorPolicy::kSkip, 4));
     std::vector<BatchCopy> batches;
     std::vector<uint64_t> ids, skipped;
     Batch b;
@@ -88,14 +87,16 @@ TEST(LoaderErrorsTest, SkipDropsBadSamplesCountsThemAndKeepsTheRest) {
     EXPECT_EQ(m.errors.total, 4u);
     EXPECT_EQ(m.errors.skipped, 4u);
     EXPECT_EQ(m.errors.by_reason.at("read/DataLoss"), 4u);
-    if (reference.empty()) reference = batches; else EXPECT_EQ(batches, reference);
+    if (reference.empty())
+      reference = batches;
+    else
+      EXPECT_EQ(batches, reference);
   }
 }
 
 TEST(LoaderErrorsTest, SkipFailsWithASummaryOnErrorMaxPlusOne) {
-  auto loader = MustCreate(
-      MakeTestPipeline({.num_samples = 40, .fail_ids = {5, 6, 30}}),
-      Options(2, ErrorPolicy::kSkip, 2));
+  auto loader = MustCreate(MakeTestPipeline({.num_samples = 40, .fail_ids = {5, 6, 30}}),
+                           Options(2, ErrorPolicy::kSkip, 2));
   Batch b;
   bool end = false;
   for (int i = 0; i < 7; ++i) ASSERT_TRUE(loader->Next(&b, &end).ok()) << i;

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -158,8 +158,8 @@ TEST(LoaderLifecycleTest, DestroyingMidEpochJoinsPromptlyAndLeaksNoThreads) {
   Slowest join("join after walking away");
   for (size_t walk_away_at : {size_t{0}, size_t{1}, size_t{10}, size_t{24}}) {
     for (int rep = 0; rep < 20; ++rep) {
-      auto loader =
-          MustCreate(MakeTestPipeline({.num_samples = 100, .max_jitter_us = 100}), Options(4, 4, 3));
+      auto loader = MustCreate(MakeTestPipeline({.num_samples = 100, .max_jitter_us = 100}),
+                               Options(4, 4, 3));
       DrainEpoch(*loader, walk_away_at);
       const auto t0 = Clock::now();
       loader.reset();
@@ -229,8 +229,8 @@ TEST(LoaderLifecycleTest, AThousandWalkAwaysLeakNoThreadsFdsOrMemory) {
 
 TEST(LoaderLifecycleTest, CancelFromAnotherThreadWakesABlockedConsumer) {
   std::atomic<bool> block{true};
-  auto loader = MustCreate(MakeTestPipeline({.num_samples = 100, .block = &block}),
-                           Options(2, 4, 2));
+  auto loader =
+      MustCreate(MakeTestPipeline({.num_samples = 100, .block = &block}), Options(2, 4, 2));
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     loader->Cancel();
@@ -305,8 +305,8 @@ TEST(LoaderLifecycleTest, StalledOpIsReportedAfterTheTimeout) {
   LoaderOptions o = Options(2, 4, 2);
   o.shuffle = false;
   o.stall_timeout_ms = 100;
-  auto loader = MustCreate(
-      MakeTestPipeline({.num_samples = 100, .block = &block, .block_id = 5}), o);
+  auto loader =
+      MustCreate(MakeTestPipeline({.num_samples = 100, .block = &block, .block_id = 5}), o);
   Batch b;
   bool end = false;
   ASSERT_TRUE(loader->Next(&b, &end).ok());  // batch 0: ids 0..3

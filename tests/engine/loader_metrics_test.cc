@@ -81,7 +81,8 @@ TEST(LoaderMetricsTest, ConsumerWaitMeasuresStarvationAndWorkersIdleWhenDone) {
   std::thread release([&] {
     // next_calls counts a call once it is inside Next(), under the lock the
     // consumer gives up only to wait: from here on it is waiting.
-    for (int i = 0; i < 6000 && loader->Metrics().consumer.next_calls == 0; ++i) {  // <= 30 s: a hang guard
+    for (int i = 0; i < 6000 && loader->Metrics().consumer.next_calls == 0;
+         ++i) {  // <= 30 s: a hang guard
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

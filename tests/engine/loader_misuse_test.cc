@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -31,7 +31,8 @@ TEST(LoaderMisuseTest, ASecondThreadInsideNextGetsAnErrorAndNoSampleIsDuplicated
   o.batch_size = 4;
   o.num_threads = 2;
   o.ring_depth = 3;
-  auto loader = MustCreate(MakeTestPipeline({.num_samples = 16, .block = &block, .block_id = 0}), o);
+  auto loader =
+      MustCreate(MakeTestPipeline({.num_samples = 16, .block = &block, .block_id = 0}), o);
   // Thread A waits inside Next for batch 0, whose first sample is blocked.
   // It may itself be refused while this thread is inside its short NextFor:
   // then it tries again (that refusal is the behaviour under test too).
@@ -40,7 +41,8 @@ TEST(LoaderMisuseTest, ASecondThreadInsideNextGetsAnErrorAndNoSampleIsDuplicated
   int a_refused = 0;
   std::thread a([&] {
     bool end = false;
-    while ((first_status = loader->Next(&first, &end)).code() == StatusCode::kFailedPrecondition) ++a_refused;
+    while ((first_status = loader->Next(&first, &end)).code() == StatusCode::kFailedPrecondition)
+      ++a_refused;
   });
   // Until A is inside, a short NextFor just times out (consuming nothing);
   // once it is, it must be refused.
@@ -104,13 +106,14 @@ TEST(LoaderMisuseTest, AForkedChildGetsAClearErrorAndCanDropTheLoader) {
     const bool refused = st.code() == StatusCode::kFailedPrecondition &&
                          st.message().find("forked child") != std::string_view::npos &&
                          loader->SetEpoch(1).code() == StatusCode::kFailedPrecondition;
-    held = Batch();   // releasing a batch in the child
-    loader.reset();   // and the loader: neither joins nor locks
+    held = Batch();  // releasing a batch in the child
+    loader.reset();  // and the loader: neither joins nor locks
     _exit(refused ? 0 : 3);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << "child died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died by signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);
   // The parent's loader is untouched.
   int batches = 1;

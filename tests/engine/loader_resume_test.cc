@@ -47,8 +47,8 @@ TEST(LoaderResumeTest, RestoreBeforeEveryBatchYieldsExactlyTheRemainingStream) {
     for (uint32_t threads : {1u, 2u, 3u}) {
       for (uint32_t depth : {1u, 2u, 4u}) {
         for (size_t k = 0; k <= per_epoch; ++k) {
-          SCOPED_TRACE("shuffle=" + std::to_string(shuffle) + " threads=" +
-                       std::to_string(threads) + " depth=" + std::to_string(depth) +
+          SCOPED_TRACE("shuffle=" + std::to_string(shuffle) +
+                       " threads=" + std::to_string(threads) + " depth=" + std::to_string(depth) +
                        " k=" + std::to_string(k));
           auto first = MustCreate(MakeTestPipeline(tp), Options(threads, depth, shuffle));
           std::vector<BatchCopy> before = DrainEpoch(*first, k);

@@ -43,15 +43,20 @@ TEST(ParallelismTest, TheScratchAllowanceIsAQuarterOfTheBudgetButLeavesTheRingIt
 }
 
 TEST(ParallelismTest, BudgetsTooSmallNameTheBytes) {
-  PipelineDemand d{.batch_bytes = 1000, .batch_detail = "x uint8 125 bytes/sample", .reserved_bytes = 500};
+  PipelineDemand d{
+      .batch_bytes = 1000, .batch_detail = "x uint8 125 bytes/sample", .reserved_bytes = 500};
   Result<Parallelism> none = PlanParallelism(d, Resolved(400));
   EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(none.status().message().find("all taken by the ops' 500 reserved bytes"), std::string::npos);
+  EXPECT_NE(none.status().message().find("all taken by the ops' 500 reserved bytes"),
+            std::string::npos);
   Result<Parallelism> one = PlanParallelism(d, Resolved(1200));
-  EXPECT_NE(one.status().message().find("cannot hold one batch"), std::string::npos) << one.status();
-  EXPECT_NE(one.status().message().find("x uint8 125 bytes/sample"), std::string::npos) << one.status();
+  EXPECT_NE(one.status().message().find("cannot hold one batch"), std::string::npos)
+      << one.status();
+  EXPECT_NE(one.status().message().find("x uint8 125 bytes/sample"), std::string::npos)
+      << one.status();
   Result<Parallelism> two = PlanParallelism(d, Resolved(2000));
-  EXPECT_NE(two.status().message().find("an auto ring needs two"), std::string::npos) << two.status();
+  EXPECT_NE(two.status().message().find("an auto ring needs two"), std::string::npos)
+      << two.status();
   EXPECT_TRUE(PlanParallelism(d, Resolved(2000, 2, 1)).ok());  // a fixed ring of one fits
   EXPECT_EQ(PlanParallelism(d, Resolved(1 << 20, kMaxThreads + 1)).status().code(),
             StatusCode::kInvalidArgument);

@@ -98,7 +98,10 @@ TEST_P(SamplerCoverageTest, EachSampleOncePerEpochAcrossRanks) {
         EXPECT_EQ(p.ids.size(), s.samples_per_rank());
         for (uint64_t k = 0; k < p.ids.size(); ++k) {
           ASSERT_LT(p.ids[k], n);
-          if (k >= p.first_padding) ++padding; else ++seen[p.ids[k]];
+          if (k >= p.first_padding)
+            ++padding;
+          else
+            ++seen[p.ids[k]];
         }
         // Every batch is full except possibly the last, same length everywhere.
         for (uint64_t b = 0; b + 1 < p.num_batches; ++b) {
@@ -233,9 +236,11 @@ TEST(SamplerStateTest, ReadsVersionOneStates) {
   auto put = [&v1](uint64_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) v1.push_back(static_cast<char>(v >> (8 * i)));
   };
-  put(1, 2);                          // version
-  put(1, 2);                          // flags: shuffle
-  for (uint64_t v : {uint64_t{7}, uint64_t{100}, uint64_t{8}, uint64_t{1}, uint64_t{2}, uint64_t{5}}) put(v, 8);
+  put(1, 2);  // version
+  put(1, 2);  // flags: shuffle
+  for (uint64_t v :
+       {uint64_t{7}, uint64_t{100}, uint64_t{8}, uint64_t{1}, uint64_t{2}, uint64_t{5}})
+    put(v, 8);
   uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a-64 of the 56 bytes so far
   for (char c : v1) {
     h ^= static_cast<uint8_t>(c);

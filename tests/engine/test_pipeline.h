@@ -21,12 +21,12 @@ namespace feedline::testing {
 
 struct TestPipelineOptions {
   uint64_t num_samples = 100;
-  size_t num_floats = 16;                 // size of the "noise" field
-  std::set<uint64_t> fail_ids;            // "read" fails on these ids...
+  size_t num_floats = 16;       // size of the "noise" field
+  std::set<uint64_t> fail_ids;  // "read" fails on these ids...
   StatusCode fail_code = StatusCode::kDataLoss;
-  uint32_t max_jitter_us = 0;             // ...and sleeps a random 0..max us
-  std::atomic<bool>* block = nullptr;     // "read" spins (polling cancelled()) while *block
-  uint64_t block_id = ~uint64_t{0};       // ...only for this id (all ids if ~0)
+  uint32_t max_jitter_us = 0;          // ...and sleeps a random 0..max us
+  std::atomic<bool>* block = nullptr;  // "read" spins (polling cancelled()) while *block
+  uint64_t block_id = ~uint64_t{0};    // ...only for this id (all ids if ~0)
 };
 
 // Fields: "meta" int64 {3} = {id, label, is_padding}; "noise" float32 {n}

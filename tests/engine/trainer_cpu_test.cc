@@ -63,7 +63,8 @@ TEST(TrainerCoresPolicyTest, ADrainingLoopLendsEveryCore) {
   EXPECT_EQ(p.trainer_step_cores(), 0.0);
   EXPECT_LT(p.trainer_cores(), 0.01);
   ASSERT_EQ(why.size(), 1u);
-  EXPECT_NE(why[0].find("cpu budget 1 -> 2 threads while the loop steps"), std::string::npos) << why[0];
+  EXPECT_NE(why[0].find("cpu budget 1 -> 2 threads while the loop steps"), std::string::npos)
+      << why[0];
   EXPECT_NE(why[0].find("its core is lent"), std::string::npos) << why[0];
 }
 
@@ -76,8 +77,10 @@ TEST(TrainerCoresPolicyTest, AStepThatBurnsACoreKeepsItAtOnce) {
   EXPECT_NEAR(p.trainer_step_cores(), 1.0, 1e-9);
   EXPECT_NEAR(p.trainer_cores(), 0.501, 1e-9);
   ASSERT_EQ(why.size(), 1u);
-  EXPECT_NE(why[0].find("cpu budget 2 -> 1 threads while the loop steps: it used 1.00 cores outside Next (50%"),
-            std::string::npos)
+  EXPECT_NE(
+      why[0].find(
+          "cpu budget 2 -> 1 threads while the loop steps: it used 1.00 cores outside Next (50%"),
+      std::string::npos)
       << why[0];
   // A step on a torch-like pool of two threads keeps two of 4 cores.
   TunerPolicy q(LendingLimits(4));
@@ -97,7 +100,8 @@ TEST(TrainerCoresPolicyTest, TheCoreComesBackInOneWindowWhenTheStepStartsBurning
   // kTrainerLowerAfter windows agree (not on the first).
   c = p.Step(TrainerWindow(0.999, 0.5), c, nullptr);
   EXPECT_EQ(c.reserved_cores, 1u);
-  for (int i = 1; i < TunerPolicy::kTrainerLowerAfter; ++i) c = p.Step(TrainerWindow(0.999, 0.5), c, nullptr);
+  for (int i = 1; i < TunerPolicy::kTrainerLowerAfter; ++i)
+    c = p.Step(TrainerWindow(0.999, 0.5), c, nullptr);
   EXPECT_EQ(c.reserved_cores, 0u);
 }
 
@@ -215,10 +219,12 @@ TEST(TrainerCoresLoaderTest, TheCpuTheLoopBurnsBetweenBatchesIsMeasured) {
   const uint32_t cores = AvailableCores();
   const TunerMetrics burning = RunLoop(true, 120);
   const TunerMetrics sleeping = RunLoop(false, 120);
-  std::printf("burning step: %.2f cores while stepping, %.2f on average, %u threads while it steps\n",
-              burning.trainer_step_cores, burning.trainer_cpu_cores, burning.effective_cpu_budget);
-  std::printf("sleeping step: %.2f cores while stepping, %.2f on average, %u threads while it steps\n",
-              sleeping.trainer_step_cores, sleeping.trainer_cpu_cores, sleeping.effective_cpu_budget);
+  std::printf(
+      "burning step: %.2f cores while stepping, %.2f on average, %u threads while it steps\n",
+      burning.trainer_step_cores, burning.trainer_cpu_cores, burning.effective_cpu_budget);
+  std::printf(
+      "sleeping step: %.2f cores while stepping, %.2f on average, %u threads while it steps\n",
+      sleeping.trainer_step_cores, sleeping.trainer_cpu_cores, sleeping.effective_cpu_budget);
   for (const std::string& line : burning.log) std::printf("  %s\n", line.c_str());
   ASSERT_GT(burning.windows, 0u);
   ASSERT_GT(sleeping.windows, 0u);

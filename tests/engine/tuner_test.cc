@@ -27,17 +27,18 @@ using detail::TunerWindow;
 // A window of a loader with `threads` workers each serving a sample in
 // `service_s`, capped by `cores`, feeding a consumer that needs `step_s` per
 // batch of `batch` samples (0: drains).
-TunerWindow Simulate(uint32_t threads, double service_s, uint32_t cores, double step_s, uint64_t batch,
-                     double noise = 0, std::mt19937* rng = nullptr) {
+TunerWindow Simulate(uint32_t threads, double service_s, uint32_t cores, double step_s,
+                     uint64_t batch, double noise = 0, std::mt19937* rng = nullptr) {
   // CPU contention: beyond `cores`, each thread runs proportionally slower.
   const double eff_service = service_s * std::max(1.0, static_cast<double>(threads) / cores);
   double capacity = threads / eff_service;  // samples/s
-  if (rng != nullptr && noise > 0) capacity *= 1 + std::uniform_real_distribution<>(-noise, noise)(*rng);
+  if (rng != nullptr && noise > 0)
+    capacity *= 1 + std::uniform_real_distribution<>(-noise, noise)(*rng);
   TunerWindow w;
   w.batches = 32;
   w.samples = w.batches * batch;
-  const double own = step_s * w.batches;               // the consumer's own time
-  const double production = w.samples / capacity;      // the loader's time for the same samples
+  const double own = step_s * w.batches;           // the consumer's own time
+  const double production = w.samples / capacity;  // the loader's time for the same samples
   w.wall_s = std::max(own, production);
   w.consumer_wait_s = w.wall_s - own;
   w.busy_s = w.samples * eff_service;
@@ -66,8 +67,9 @@ TEST(TunerPolicyTest, StopsAddingThreadsWhenTheCoresAreSaturated) {
   for (int i = 0; i < 40; ++i) c = p.Step(Simulate(c.threads, 0.004, 4, 0, 32), c, &why);
   // 4 cores: a fifth thread adds nothing, so the tuner backs off to 4 and stays.
   EXPECT_EQ(c.threads, 4u);
-  EXPECT_TRUE(std::any_of(why.begin(), why.end(),
-                          [](const std::string& s) { return s.find("saturated") != std::string::npos; }));
+  EXPECT_TRUE(std::any_of(why.begin(), why.end(), [](const std::string& s) {
+    return s.find("saturated") != std::string::npos;
+  }));
 }
 
 TEST(TunerPolicyTest, ASlowConsumerGetsOnlyTheThreadsItNeeds) {
@@ -119,8 +121,9 @@ TEST(TunerPolicyTest, AnAdditionTheBudgetHeldBackIsNotMistakenForSaturation) {
     EXPECT_GE(proposed.threads, c.threads);
     p.Applied(c);  // nothing changed
   }
-  EXPECT_FALSE(std::any_of(why.begin(), why.end(),
-                           [](const std::string& s) { return s.find("saturated") != std::string::npos; }));
+  EXPECT_FALSE(std::any_of(why.begin(), why.end(), [](const std::string& s) {
+    return s.find("saturated") != std::string::npos;
+  }));
 }
 
 TEST(TunerPolicyTest, TheRingGrowsWhenWorkersWaitForBuffersWhileTheConsumerStarves) {
@@ -139,7 +142,8 @@ TEST(TunerPolicyTest, ReadAheadKeepsRateTimesLatencyInFlight) {
   l.max_in_flight = 64;
   l.max_read_ahead_bytes = 64 << 20;
   TunerPolicy p(l);
-  TunerConfig c{.threads = 4, .ring_depth = 3, .read_ahead_in_flight = 64, .read_ahead_bytes = 64 << 20};
+  TunerConfig c{
+      .threads = 4, .ring_depth = 3, .read_ahead_in_flight = 64, .read_ahead_bytes = 64 << 20};
   TunerWindow w = Simulate(4, 0.001, 16, 0.032, 32);  // 1000 records/s, fed
   w.fetches = w.samples;
   w.fetch_s = w.fetches * 0.020;  // 20 ms per fetch
@@ -168,9 +172,9 @@ Pipeline SleepPipeline(uint64_t samples, std::chrono::microseconds service) {
 
 struct RunResult {
   uint32_t threads_end = 0;
-  double starved = 0;  // consumer wait share over the measured part
-  double rate = 0;     // samples/s the consumer took over the measured part
-  double demand = 0;   // samples/s the consumer would take if never kept waiting
+  double starved = 0;    // consumer wait share over the measured part
+  double rate = 0;       // samples/s the consumer took over the measured part
+  double demand = 0;     // samples/s the consumer would take if never kept waiting
   double service_s = 0;  // workers' busy time per sample over the measured part
   uint64_t max_charged = 0;
 };
@@ -208,7 +212,8 @@ RunResult Consume(Loader& loader, int batches, std::chrono::microseconds step) {
   r.demand = total > wait ? static_cast<double>(samples) / (total - wait) : 0;
   const WorkerMetrics end_totals = loader.Metrics().WorkerTotals();
   const uint64_t done = end_totals.samples - at_half.samples;
-  r.service_s = done > 0 ? 1e-9 * static_cast<double>(end_totals.busy_ns - at_half.busy_ns) / done : 0;
+  r.service_s =
+      done > 0 ? 1e-9 * static_cast<double>(end_totals.busy_ns - at_half.busy_ns) / done : 0;
   r.threads_end = loader.num_threads();
   return r;
 }
@@ -247,7 +252,8 @@ uint32_t ExpectTheBudgetUnlessExplained(Loader& loader, uint32_t budget, int bat
   const uint32_t start = loader.num_threads();
   Consume(loader, batches, std::chrono::microseconds(0));
   const uint32_t n = loader.num_threads();
-  const std::regex shed(R"(threads (\d+) -> \d+: the consumer is the bound \(waited [\d.]+%; \d+ samples/s need ([\d.]+) threads\))");
+  const std::regex shed(
+      R"(threads (\d+) -> \d+: the consumer is the bound \(waited [\d.]+%; \d+ samples/s need ([\d.]+) threads\))");
   const std::regex saturated(R"(threads \d+ -> \d+: the added threads did not raise throughput)");
   int explained = 0;
   for (const std::string& s : NewLines(loader, before)) {
@@ -260,11 +266,12 @@ uint32_t ExpectTheBudgetUnlessExplained(Loader& loader, uint32_t budget, int bat
       ++explained;
     }
   }
-  std::printf("%u -> %u of %u threads; %d reductions logged with their reason\n", start, n, budget, explained);
+  std::printf("%u -> %u of %u threads; %d reductions logged with their reason\n", start, n, budget,
+              explained);
   EXPECT_LE(n, budget);
   EXPECT_GE(n, 1u);
   if (explained == 0) {
-  EXPECT_EQ(n, budget) << "fewer threads than the budget, and no reason logged";
+    EXPECT_EQ(n, budget) << "fewer threads than the budget, and no reason logged";
   }
   return n;
 }
@@ -305,15 +312,18 @@ TEST(TunerLoaderTest, LandsOnTheThreadsTheConsumerNeedsAndLeavesTheRestIdle) {
   // follow from its logged need (at most one thread past it, or past the
   // count it had).
   const std::vector<std::string> log = loader->Metrics().tuner.log;
-  const std::regex add(R"(threads (\d+) -> (\d+): the consumer waited [\d.]+%; need ([\d.]+) threads)");
+  const std::regex add(
+      R"(threads (\d+) -> (\d+): the consumer waited [\d.]+%; need ([\d.]+) threads)");
   std::smatch g;
   const bool last_added = !log.empty() && std::regex_search(log.back(), g, add);
   if (last_added && static_cast<uint32_t>(std::stoul(g[2])) == r.threads_end) {
     std::printf("last change: %s\n", log.back().c_str());
-    EXPECT_LE(std::stod(g[2]), std::max(std::stod(g[1]) + 1, std::ceil(std::stod(g[3]) + 0.05))) << log.back();
+    EXPECT_LE(std::stod(g[2]), std::max(std::stod(g[1]) + 1, std::ceil(std::stod(g[3]) + 0.05)))
+        << log.back();
   } else {
     EXPECT_LE(r.threads_end, static_cast<uint32_t>(std::ceil(1.2 * r.demand * r.service_s)) + 1)
-        << r.threads_end << " threads at " << 1e3 * r.service_s << " ms/sample for " << r.demand << " samples/s";
+        << r.threads_end << " threads at " << 1e3 * r.service_s << " ms/sample for " << r.demand
+        << " samples/s";
     EXPECT_LT(r.threads_end, 8u);
   }
   EXPECT_FALSE(loader->Metrics().tuner.log.empty());
@@ -333,14 +343,16 @@ TEST(TunerLoaderTest, ReadaptsAfterTheConsumerRateChanges) {
   // Checked against what the run measured (a busy machine stretches sleeps):
   // the surplus was shed down to the need with the policy's headroom.
   const RunResult slow = Consume(*loader, 150, std::chrono::microseconds(32000));
-  EXPECT_LE(slow.threads_end, static_cast<uint32_t>(std::ceil(1.2 * slow.demand * slow.service_s)) + 1)
-      << slow.threads_end << " threads at " << 1e3 * slow.service_s << " ms/sample for " << slow.demand
-      << " samples/s";
+  EXPECT_LE(slow.threads_end,
+            static_cast<uint32_t>(std::ceil(1.2 * slow.demand * slow.service_s)) + 1)
+      << slow.threads_end << " threads at " << 1e3 * slow.service_s << " ms/sample for "
+      << slow.demand << " samples/s";
   // Fewer than the fast phase had, when that was more than the slow phase
   // needs (a busy machine may have held the fast phase that low already).
-  const uint32_t slow_need = static_cast<uint32_t>(std::ceil(1.2 * slow.demand * slow.service_s)) + 1;
+  const uint32_t slow_need =
+      static_cast<uint32_t>(std::ceil(1.2 * slow.demand * slow.service_s)) + 1;
   if (fast > slow_need) {
-  EXPECT_LT(slow.threads_end, fast);
+    EXPECT_LT(slow.threads_end, fast);
   }
   // Draining again: the threads come back (a saturation found under the
   // other demand no longer caps them; a new one may).
@@ -395,7 +407,8 @@ TEST(TunerLoaderTest, SizesReadAheadToLatencyTimesRate) {
   class SlowReadOp final : public SampleOp {
    public:
     SlowReadOp()
-        : ra_([](uint64_t, io::Fetched* f) {
+        : ra_(
+              [](uint64_t, io::Fetched* f) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 f->buffer.assign(1000, 1);
                 f->data_size = 1000;
@@ -429,7 +442,8 @@ TEST(TunerLoaderTest, SizesReadAheadToLatencyTimesRate) {
   // it logged is ceil(rate x latency x 1.5) + 1 for the rate and latency it
   // logged (recomputed at both ends of their printed rounding), the latency
   // is the fetch's (>= 10 ms), and the last one is in force.
-  const std::regex line(R"(read-ahead \d+ -> (\d+) fetches, \d+ -> \d+ bytes: (\d+) records/s x ([\d.]+) ms)");
+  const std::regex line(
+      R"(read-ahead \d+ -> (\d+) fetches, \d+ -> \d+ bytes: (\d+) records/s x ([\d.]+) ms)");
   uint32_t last = 0;
   int decisions = 0;
   for (const std::string& s : m.tuner.log) {
@@ -452,7 +466,8 @@ TEST(TunerLoaderTest, SizesReadAheadToLatencyTimesRate) {
 TEST(CpuBudgetTest, ParsesCgroupAndMeminfo) {
   EXPECT_EQ(core::detail::ParseCgroupV2CpuMax("max 100000\n"), 0);
   EXPECT_DOUBLE_EQ(core::detail::ParseCgroupV2CpuMax("150000 100000\n"), 1.5);
-  EXPECT_EQ(core::detail::ParseMeminfoAvailable("MemTotal: 100 kB\nMemFree: 5 kB\nMemAvailable:  20 kB\n"),
+  EXPECT_EQ(core::detail::ParseMeminfoAvailable(
+                "MemTotal: 100 kB\nMemFree: 5 kB\nMemAvailable:  20 kB\n"),
             20u * 1024);
   EXPECT_EQ(core::detail::ParseCgroupMemoryValue("max\n"), 0u);
   EXPECT_EQ(core::detail::ParseCgroupMemoryValue("1048576\n"), 1048576u);

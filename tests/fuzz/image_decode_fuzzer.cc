@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Two transforms, with a crop derived from the input bytes.
   for (bool eval : {false, true}) {
-    feedline::ImageTransform t = eval ? feedline::ImageNetEval(40, 32) : feedline::ImageNetTrain(24);
+    feedline::ImageTransform t =
+        eval ? feedline::ImageNetEval(40, 32) : feedline::ImageNetTrain(24);
     t.limits = limits;
     t.dtype = eval ? feedline::DType::kUInt8 : feedline::DType::kFloat16;
     feedline::SampleRng rng(size, data[size / 2], 0);

@@ -41,13 +41,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto info = feedline::ReadImageInfo(bytes, limits);
     auto decoded = feedline::DecodeImage(bytes, limits);
     if (decoded.ok()) {
-      if (!info.ok() || info->width != decoded->width || info->height != decoded->height) __builtin_trap();
+      if (!info.ok() || info->width != decoded->width || info->height != decoded->height)
+        __builtin_trap();
       if (decoded->pixels.size() != size_t{decoded->width} * decoded->height * 3) __builtin_trap();
       Touch(decoded->pixels);
     }
     if (!info.ok()) continue;
     for (bool eval : {false, true}) {
-      feedline::ImageTransform t = eval ? feedline::ImageNetEval(20, 16) : feedline::ImageNetTrain(16);
+      feedline::ImageTransform t =
+          eval ? feedline::ImageNetEval(20, 16) : feedline::ImageNetTrain(16);
       t.limits = limits;
       t.dtype = eval ? feedline::DType::kUInt8 : feedline::DType::kFloat32;
       feedline::SampleRng rng(size, size > 0 ? data[size / 2] : 0, 0);

@@ -102,7 +102,8 @@ TEST(DecodeTest, TruncatedJpegIsAnErrorByDefault) {
   const std::vector<uint8_t> full = ReadTestFile("photos/rocket.jpg");
   for (double fraction : {0.10, 0.50, 0.99}) {
     SCOPED_TRACE(fraction);
-    std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<long>(full.size() * fraction));
+    std::vector<uint8_t> cut(full.begin(),
+                             full.begin() + static_cast<long>(full.size() * fraction));
     Result<RgbImage> r = DecodeImage(cut);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
@@ -127,7 +128,8 @@ TEST(DecodeTest, ProgressiveJpegOverTheScanLimitIsRejectedAtTheFirstScanPastIt) 
   // a marker wherever it appears (entropy-coded 0xFF bytes are stuffed).
   std::vector<size_t> scan_data;
   for (size_t i = 2; i + 3 < prog.size(); ++i) {
-    if (prog[i] == 0xFF && prog[i + 1] == 0xDA) scan_data.push_back(i + 2 + (size_t{prog[i + 2]} << 8 | prog[i + 3]));
+    if (prog[i] == 0xFF && prog[i + 1] == 0xDA)
+      scan_data.push_back(i + 2 + (size_t{prog[i + 2]} << 8 | prog[i + 3]));
   }
   ASSERT_EQ(scan_data.size(), 10u) << "jpeg_simple_progression writes 10 scans";
   DecodeLimits limits;
@@ -146,7 +148,8 @@ TEST(DecodeTest, ProgressiveJpegOverTheScanLimitIsRejectedAtTheFirstScanPastIt) 
   Result<RgbImage> unlimited = DecodeImage(cut);
   ASSERT_FALSE(unlimited.ok()) << "the cut file lacks the data of scans 4-10";
   EXPECT_EQ(unlimited.status().code(), StatusCode::kDataLoss) << unlimited.status();
-  EXPECT_EQ(unlimited.status().message().find("max_jpeg_scans"), std::string::npos) << unlimited.status();
+  EXPECT_EQ(unlimited.status().message().find("max_jpeg_scans"), std::string::npos)
+      << unlimited.status();
   // With the limit at 4 the cut file gets past scan 4's header: the missing
   // data is then what stops it (the limit counts scans, not bytes).
   limits.max_jpeg_scans = 4;
@@ -156,7 +159,8 @@ TEST(DecodeTest, ProgressiveJpegOverTheScanLimitIsRejectedAtTheFirstScanPastIt) 
 }
 
 std::vector<uint8_t> EncodePngRaw(uint32_t w, uint32_t h, uint8_t color_type, uint8_t depth,
-                                  const std::vector<uint8_t>& data, const spng_plte* plte = nullptr) {
+                                  const std::vector<uint8_t>& data,
+                                  const spng_plte* plte = nullptr) {
   spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
   spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
   spng_ihdr ihdr{};
@@ -181,19 +185,21 @@ TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   // Palette: index i -> (i, 2i, 255 - i).
   spng_plte plte{};
   plte.n_entries = 4;
-  for (int i = 0; i < 4; ++i) plte.entries[i] = {uint8_t(i * 10), uint8_t(i * 20), uint8_t(255 - i), 255};
+  for (int i = 0; i < 4; ++i)
+    plte.entries[i] = {uint8_t(i * 10), uint8_t(i * 20), uint8_t(255 - i), 255};
   RgbImage pal = MustDecode(EncodePngRaw(4, 1, SPNG_COLOR_TYPE_INDEXED, 8, {0, 1, 2, 3}, &plte));
   EXPECT_EQ(pal.pixels, (std::vector<uint8_t>{0, 0, 255, 10, 20, 254, 20, 40, 253, 30, 60, 252}));
   // Gray + alpha: alpha is dropped.
-  RgbImage ga = MustDecode(EncodePngRaw(2, 1, SPNG_COLOR_TYPE_GRAYSCALE_ALPHA, 8, {7, 0, 200, 255}));
+  RgbImage ga =
+      MustDecode(EncodePngRaw(2, 1, SPNG_COLOR_TYPE_GRAYSCALE_ALPHA, 8, {7, 0, 200, 255}));
   EXPECT_EQ(ga.pixels, (std::vector<uint8_t>{7, 7, 7, 200, 200, 200}));
   // RGBA.
   RgbImage rgba = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_TRUECOLOR_ALPHA, 8, {1, 2, 3, 4}));
   EXPECT_EQ(rgba.pixels, (std::vector<uint8_t>{1, 2, 3}));
   // 16-bit RGB (libspng's encoder takes host-order samples: 0x1234, 0xABCD,
   // 0xFFFF): the high byte survives.
-  RgbImage deep = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_TRUECOLOR, 16,
-                                          {0x34, 0x12, 0xCD, 0xAB, 0xFF, 0xFF}));
+  RgbImage deep = MustDecode(
+      EncodePngRaw(1, 1, SPNG_COLOR_TYPE_TRUECOLOR, 16, {0x34, 0x12, 0xCD, 0xAB, 0xFF, 0xFF}));
   EXPECT_EQ(deep.pixels, (std::vector<uint8_t>{0x12, 0xAB, 0xFF}));
   // 16-bit gray 0x8001.
   RgbImage gray16 = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, {0x01, 0x80}));
@@ -249,8 +255,8 @@ TEST(DecodeTest, UnsupportedFormatsAndNonImagesAreClearErrors) {
   // (gif, tiff, bmp, webp and pnm are decoded: formats_test.cc covers them.)
   for (const Case& c : {Case{"%PDF-1.7\n", "unsupported image format 'pdf'"},
                         Case{"%PDF-1.7\n", "allowed: jpeg, png, webp, tiff, gif, bmp, pnm"},
-                        Case{"P7\nWIDTH 1\n", "not an image"},
-                        Case{"hello, world", "not an image"}, Case{"", "not an image"}}) {
+                        Case{"P7\nWIDTH 1\n", "not an image"}, Case{"hello, world", "not an image"},
+                        Case{"", "not an image"}}) {
     std::vector<uint8_t> bytes(c.bytes.begin(), c.bytes.end());
     Result<RgbImage> r = DecodeImage(bytes);
     ASSERT_FALSE(r.ok());

@@ -29,9 +29,9 @@ using testing::Noise;
 
 Bytes WebpLossless(const RgbImage& img) {
   uint8_t* out = nullptr;
-  const size_t n = WebPEncodeLosslessRGB(img.pixels.data(), static_cast<int>(img.width),
-                                         static_cast<int>(img.height),
-                                         static_cast<int>(img.width * 3), &out);
+  const size_t n =
+      WebPEncodeLosslessRGB(img.pixels.data(), static_cast<int>(img.width),
+                            static_cast<int>(img.height), static_cast<int>(img.width * 3), &out);
   Bytes b(out, out + n);
   WebPFree(out);
   EXPECT_GT(n, 0u);
@@ -112,8 +112,8 @@ Bytes Bmp(const RgbImage& img) {
 }
 
 Bytes Ppm(const RgbImage& img) {
-  const std::string head = "P6\n# feedline\n" + std::to_string(img.width) + " " +
-                           std::to_string(img.height) + "\n255\n";
+  const std::string head =
+      "P6\n# feedline\n" + std::to_string(img.width) + " " + std::to_string(img.height) + "\n255\n";
   Bytes b(head.begin(), head.end());
   b.insert(b.end(), img.pixels.begin(), img.pixels.end());
   return b;
@@ -150,8 +150,8 @@ TEST(FormatsTest, SniffsEveryFormatByItsMagic) {
         << pnm;
   }
   for (const char* not_pnm : {"P7\n", "P0 ", "P6x", "P6"}) {
-    EXPECT_EQ(SniffImageFormat(std::span(reinterpret_cast<const uint8_t*>(not_pnm),
-                                         std::strlen(not_pnm))),
+    EXPECT_EQ(SniffImageFormat(
+                  std::span(reinterpret_cast<const uint8_t*>(not_pnm), std::strlen(not_pnm))),
               ImageFormat::kUnknown)
         << not_pnm;
   }
@@ -298,13 +298,12 @@ TEST(FormatsTest, HostileBmpHeadersAreRefused) {
     uint32_t value;
     const char* expect;
   };
-  for (const Case& c : {Case{"offset past the end", 10, 0xFFFFFFF0u, "pixel data"},
-                        Case{"height INT_MIN", 22, 0x80000000u, "over max_dimension"},
-                        Case{"negative width", 18, 0xFFFFFFFFu, "empty image"},
-                        Case{"header size 99", 14, 99, "header size"},
-                        Case{"compression 9", 30, 9, "compression"},
-                        Case{"rle8", 30, 1, "RLE8"},
-                        Case{"bits 0", 28, 0, "bit depth"}}) {
+  for (const Case& c :
+       {Case{"offset past the end", 10, 0xFFFFFFF0u, "pixel data"},
+        Case{"height INT_MIN", 22, 0x80000000u, "over max_dimension"},
+        Case{"negative width", 18, 0xFFFFFFFFu, "empty image"},
+        Case{"header size 99", 14, 99, "header size"}, Case{"compression 9", 30, 9, "compression"},
+        Case{"rle8", 30, 1, "RLE8"}, Case{"bits 0", 28, 0, "bit depth"}}) {
     SCOPED_TRACE(c.what);
     Bytes b = good;
     if (c.at == 28) {  // 16-bit field
@@ -336,9 +335,9 @@ TEST(FormatsTest, HostileBmpHeadersAreRefused) {
 }
 
 TEST(FormatsTest, MalformedPnmIsDataLoss) {
-  for (const char* text : {"P6\n2 2\n0\n", "P6\n2 2\n65536\n", "P5\n2 1\n255", "P5\n2 x\n255\n",
-                           "P2\n2 1\n10\n3 11\n", "P3\n1 1\n255\n1 2\n", "P1\n2 1\n1 2\n",
-                           "P5\n99999999999 1\n255\n"}) {
+  for (const char* text :
+       {"P6\n2 2\n0\n", "P6\n2 2\n65536\n", "P5\n2 1\n255", "P5\n2 x\n255\n", "P2\n2 1\n10\n3 11\n",
+        "P3\n1 1\n255\n1 2\n", "P1\n2 1\n1 2\n", "P5\n99999999999 1\n255\n"}) {
     SCOPED_TRACE(text);
     const Bytes b(text, text + std::strlen(text));
     Result<RgbImage> d = DecodeImage(b);

@@ -31,7 +31,8 @@ struct Chunk {
 std::vector<Chunk> PngChunks(const std::vector<uint8_t>& png) {
   std::vector<Chunk> chunks;
   for (size_t i = 8; i + 12 <= png.size();) {
-    const uint32_t len = uint32_t{png[i]} << 24 | uint32_t{png[i + 1]} << 16 | uint32_t{png[i + 2]} << 8 | png[i + 3];
+    const uint32_t len = uint32_t{png[i]} << 24 | uint32_t{png[i + 1]} << 16 |
+                         uint32_t{png[i + 2]} << 8 | png[i + 3];
     chunks.push_back({i, len, std::string(png.begin() + i + 4, png.begin() + i + 8)});
     i += 12 + len;
   }
@@ -138,7 +139,8 @@ TEST(JpegToleranceTest, DataAppendedAfterTheEndMarkerIsIgnoredWhateverItsSize) {
 // Junk bytes between header segments: libjpeg warns ("extraneous bytes
 // before marker") and decodes, and so does Pillow; no pixel data is lost.
 TEST(JpegToleranceTest, JunkBetweenHeaderSegmentsIsTolerated) {
-  const std::vector<uint8_t> jpeg = MustEncodeJpeg(MustDecode(ReadTestFile("photos/chelsea.png")), 90);
+  const std::vector<uint8_t> jpeg =
+      MustEncodeJpeg(MustDecode(ReadTestFile("photos/chelsea.png")), 90);
   const RgbImage expect = MustDecode(jpeg);
   // After SOI and the APP0 segment that follows it.
   ASSERT_EQ(jpeg[2], 0xFF);
@@ -155,7 +157,8 @@ TEST(JpegToleranceTest, TruncationIsStillAnErrorWithAnyCrop) {
   const std::vector<uint8_t> jpeg = ReadTestFile("photos/rocket.jpg");
   for (double fraction : {0.5, 0.95, 0.999}) {
     SCOPED_TRACE(fraction);
-    std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<long>(jpeg.size() * fraction));
+    std::vector<uint8_t> cut(jpeg.begin(),
+                             jpeg.begin() + static_cast<long>(jpeg.size() * fraction));
     const Status st = DecodeTopRows(cut, 8);
     ASSERT_FALSE(st.ok());
     EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;

@@ -8,6 +8,8 @@
 //    average (14-bit coefficients round differently, rarely);
 //  - float16 / bfloat16 outputs are exactly the scalar conversions
 //    (half.h) of the float32 output, including subnormals and overflow.
+#include "src/image/resample.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +19,6 @@
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "src/image/half.h"
-#include "src/image/resample.h"
 #include "src/image/resample_hwy.h"
 #include "tests/image/test_images.h"
 
@@ -29,7 +30,7 @@ struct Case {
 };
 
 std::vector<uint8_t> Resampled(const RgbImage& img, const Case& c, Interpolation interp, bool flip,
-                         const image::OutputFormat& f, bool reference) {
+                               const image::OutputFormat& f, bool reference) {
   image::AxisPlan ph, pv;
   image::PlanAxis(interp, c.iw, 0.0, double(c.iw) / c.ow, c.ow, &ph);
   image::PlanAxis(interp, c.ih, 0.0, double(c.ih) / c.oh, c.oh, &pv);
@@ -43,11 +44,12 @@ std::vector<uint8_t> Resampled(const RgbImage& img, const Case& c, Interpolation
   } else {
     image::Resample(src, ph, pv, flip, f, &scratch, dst);
   }
-  return {out.begin() + 4, out.begin() + 4 + static_cast<ptrdiff_t>(size_t{c.ow} * c.oh * 3 * DTypeSize(f.dtype))};
+  return {out.begin() + 4,
+          out.begin() + 4 + static_cast<ptrdiff_t>(size_t{c.ow} * c.oh * 3 * DTypeSize(f.dtype))};
 }
 
-const Case kCases[] = {{1, 1, 1, 1}, {3, 5, 1, 2}, {17, 9, 5, 3}, {97, 61, 13, 7}, {97, 61, 31, 45},
-                       {40, 30, 97, 61}, {61, 97, 224, 224}, {255, 129, 63, 65}};
+const Case kCases[] = {{1, 1, 1, 1},     {3, 5, 1, 2},     {17, 9, 5, 3},      {97, 61, 13, 7},
+                       {97, 61, 31, 45}, {40, 30, 97, 61}, {61, 97, 224, 224}, {255, 129, 63, 65}};
 
 std::vector<int64_t> Targets() {
   std::vector<int64_t> out;
@@ -71,9 +73,10 @@ TEST_F(ResampleTargetsTest, EveryTargetGivesTheSameBytesWithinTwoLevelsOfTheRefe
       for (const Case& c : kCases) {
         for (auto interp : {Interpolation::kBilinear, Interpolation::kBicubic}) {
           for (bool flip : {false, true}) {
-            const std::string what = std::string(DTypeName(dtype)) + (layout == Layout::kCHW ? " CHW " : " HWC ") +
-                                     std::to_string(c.iw) + "x" + std::to_string(c.ih) + "->" +
-                                     std::to_string(c.ow) + "x" + std::to_string(c.oh) + (flip ? " flip" : "");
+            const std::string what =
+                std::string(DTypeName(dtype)) + (layout == Layout::kCHW ? " CHW " : " HWC ") +
+                std::to_string(c.iw) + "x" + std::to_string(c.ih) + "->" + std::to_string(c.ow) +
+                "x" + std::to_string(c.oh) + (flip ? " flip" : "");
             const std::vector<uint8_t> ref = Resampled(img, c, interp, flip, f, true);
             std::vector<uint8_t> first;
             for (int64_t t : Targets()) {
@@ -85,7 +88,8 @@ TEST_F(ResampleTargetsTest, EveryTargetGivesTheSameBytesWithinTwoLevelsOfTheRefe
                 ASSERT_EQ(got, first) << what << " on " << hwy::TargetName(t);
               }
             }
-            if (dtype != DType::kUInt8 && dtype != DType::kFloat32) continue;  // checked through float32 below
+            if (dtype != DType::kUInt8 && dtype != DType::kFloat32)
+              continue;  // checked through float32 below
             double total = 0;
             const size_t n = first.size() / DTypeSize(dtype);
             for (size_t i = 0; i < n; ++i) {
@@ -126,14 +130,17 @@ TEST_F(ResampleTargetsTest, HalfAndBFloat16OutputsAreTheScalarConversionsOfTheFl
         hwy::SetSupportedTargetsForTest(t);
         for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
           f.dtype = dtype;
-          const std::vector<uint8_t> got = Resampled(img, c, Interpolation::kBilinear, false, f, false);
+          const std::vector<uint8_t> got =
+              Resampled(img, c, Interpolation::kBilinear, false, f, false);
           for (size_t i = 0; i < f32.size() / 4; ++i) {
             float v;
             std::memcpy(&v, f32.data() + 4 * i, 4);
             uint16_t h;
             std::memcpy(&h, got.data() + 2 * i, 2);
-            const uint16_t want = dtype == DType::kFloat16 ? image::FloatToHalf(v) : image::FloatToBFloat16(v);
-            ASSERT_EQ(h, want) << DTypeName(dtype) << " of " << v << " (mul " << mul << ") on " << hwy::TargetName(t);
+            const uint16_t want =
+                dtype == DType::kFloat16 ? image::FloatToHalf(v) : image::FloatToBFloat16(v);
+            ASSERT_EQ(h, want) << DTypeName(dtype) << " of " << v << " (mul " << mul << ") on "
+                               << hwy::TargetName(t);
           }
         }
       }

@@ -73,7 +73,8 @@ int EncodeC(const RgbImage* img, const EncodeOptions* o, unsigned char** out, un
   if (o->progressive) jpeg_simple_progression(&c);
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img->pixels.data()) + size_t{c.next_scanline} * img->width * 3;
+    JSAMPROW row =
+        const_cast<uint8_t*>(img->pixels.data()) + size_t{c.next_scanline} * img->width * 3;
     jpeg_write_scanlines(&c, &row, 1);
   }
   jpeg_finish_compress(&c);
@@ -149,7 +150,7 @@ TEST(RestartTranscodeTest, DecodesToTheSamePixelsAtEveryInterval) {
 TEST(RestartTranscodeTest, SnapsIntervalsToTileTheRows) {
   EXPECT_EQ(image::SnapRestartInterval(0, 21), 0u);
   EXPECT_EQ(image::SnapRestartInterval(1, 21), 1u);
-  EXPECT_EQ(image::SnapRestartInterval(5, 21), 3u);   // divisors of 21: 1 3 7 21
+  EXPECT_EQ(image::SnapRestartInterval(5, 21), 3u);  // divisors of 21: 1 3 7 21
   EXPECT_EQ(image::SnapRestartInterval(8, 21), 7u);
   EXPECT_EQ(image::SnapRestartInterval(21, 21), 21u);
   EXPECT_EQ(image::SnapRestartInterval(50, 21), 42u);  // two rows
@@ -173,7 +174,8 @@ TEST(RestartTranscodeTest, RefusesCorruptAndUnsupportedInput) {
   const std::vector<uint8_t> jpeg = Encode(Photo("coffee.png", 64, 48), {});
   std::vector<uint8_t> out = {1, 2, 3};
   // Truncated: libjpeg would pad with grey; the transcode must not.
-  const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<ptrdiff_t>(jpeg.size() / 2));
+  const std::vector<uint8_t> cut(jpeg.begin(),
+                                 jpeg.begin() + static_cast<ptrdiff_t>(jpeg.size() / 2));
   EXPECT_EQ(TranscodeJpegWithRestarts(cut, 1, &out).code(), StatusCode::kDataLoss);
   EXPECT_EQ(out, (std::vector<uint8_t>{1, 2, 3}));  // untouched on error
   const std::vector<uint8_t> arith = Encode(Photo("coffee.png", 64, 48), {.arith = true});
@@ -185,7 +187,7 @@ TEST(RestartTranscodeTest, RefusesCorruptAndUnsupportedInput) {
 TEST(RestartLayoutTest, RefusesWhatIsNotATileOfIntervals) {
   const RgbImage img = Photo("astronaut.png", 333, 217);  // 21 MCUs per row at 4:2:0
   RestartLayout l;
-  EXPECT_FALSE(FindRestartIntervals(Encode(img, {}), &l));  // no DRI
+  EXPECT_FALSE(FindRestartIntervals(Encode(img, {}), &l));                       // no DRI
   EXPECT_FALSE(FindRestartIntervals(Encode(img, {.restart_interval = 5}), &l));  // straddles rows
   EXPECT_FALSE(FindRestartIntervals(Encode(img, {.restart_interval = 3, .arith = true}), &l));
   EXPECT_FALSE(FindRestartIntervals(Encode(img, {.restart_interval = 3, .progressive = true}), &l));
@@ -214,7 +216,8 @@ std::vector<uint8_t> DecodeRegion(JpegDecoder& d, const std::vector<uint8_t>& jp
   if (!st->ok()) return {};
   *st = d.Decode(m, x0, y0, x1, y1, region);
   if (!st->ok()) return {};
-  return std::vector<uint8_t>(region->pixels, region->pixels + size_t{region->width} * region->height * 3);
+  return std::vector<uint8_t>(region->pixels,
+                              region->pixels + size_t{region->width} * region->height * 3);
 }
 
 TEST(RestartDecodeTest, RegionsFromIntervalsEqualTheWholeFilePath) {
@@ -235,15 +238,19 @@ TEST(RestartDecodeTest, RegionsFromIntervalsEqualTheWholeFilePath) {
         plain.ScaledSize(m, &sw, &sh);
         for (int k = 0; k < 40; ++k) {
           seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-          auto pick = [&](uint32_t lim) { seed = seed * 6364136223846793005ull + 1; return static_cast<uint32_t>((seed >> 33) % lim); };
+          auto pick = [&](uint32_t lim) {
+            seed = seed * 6364136223846793005ull + 1;
+            return static_cast<uint32_t>((seed >> 33) % lim);
+          };
           uint32_t x0 = pick(sw), y0 = pick(sh);
           uint32_t x1 = x0 + 1 + pick(sw - x0), y1 = y0 + 1 + pick(sh - y0);
-          if (k == 0) x0 = 0, y0 = 0, x1 = 1, y1 = 1;  // top-left corner
+          if (k == 0) x0 = 0, y0 = 0, x1 = 1, y1 = 1;              // top-left corner
           if (k == 1) x0 = sw - 1, y0 = sh - 1, x1 = sw, y1 = sh;  // bottom-right corner
-          if (k == 2) x0 = 0, x1 = sw;  // full rows
+          if (k == 2) x0 = 0, x1 = sw;                             // full rows
           SCOPED_TRACE(c.name + " n=" + std::to_string(n) + " m=" + std::to_string(m) + " region " +
-                       std::to_string(x0) + "," + std::to_string(y0) + "-" + std::to_string(x1) + "," +
-                       std::to_string(y1) + " of " + std::to_string(w) + "x" + std::to_string(h));
+                       std::to_string(x0) + "," + std::to_string(y0) + "-" + std::to_string(x1) +
+                       "," + std::to_string(y1) + " of " + std::to_string(w) + "x" +
+                       std::to_string(h));
           image::RgbRegion ra, rb;
           Status sa, sb;
           const std::vector<uint8_t> a = DecodeRegion(plain, c.jpeg, m, x0, y0, x1, y1, &ra, &sa);
@@ -299,7 +306,8 @@ TEST(RestartDecodeTest, TransformOutputIsIdenticalForRandomCrops) {
 TEST(RestartDecodeTest, MarkersWrittenByTheEncoderAreUsedToo) {
   // Loose files from cameras often carry restart markers already.
   const RgbImage img = Photo("chelsea.png", 300, 451);
-  for (EncodeOptions o : {EncodeOptions{.restart_rows = 1}, EncodeOptions{.h = 1, .v = 1, .restart_interval = 2}}) {
+  for (EncodeOptions o :
+       {EncodeOptions{.restart_rows = 1}, EncodeOptions{.h = 1, .v = 1, .restart_interval = 2}}) {
     const std::vector<uint8_t> camera = Encode(img, o);
     const std::vector<uint8_t> plain = MustTranscode(camera, 0);  // markers removed, same pixels
     JpegDecoder a, b;
@@ -334,7 +342,8 @@ TEST(RestartDecodeTest, BrokenMarkersFallBackAndNeverGiveWrongPixels) {
   }
   {
     std::vector<uint8_t> b = t;  // one missing
-    b.erase(b.begin() + static_cast<ptrdiff_t>(rst[1]) - 1, b.begin() + static_cast<ptrdiff_t>(rst[1]) + 1);
+    b.erase(b.begin() + static_cast<ptrdiff_t>(rst[1]) - 1,
+            b.begin() + static_cast<ptrdiff_t>(rst[1]) + 1);
     broken.emplace_back("missing", b);
   }
   for (const auto& [name, b] : broken) {

@@ -6,8 +6,8 @@
 
 #include "feedline/image.h"
 #include "gtest/gtest.h"
-#include "src/image/jpeg_decoder.h"
 #include "src/image/half.h"
+#include "src/image/jpeg_decoder.h"
 #include "src/image/resample.h"
 #include "tests/image/test_images.h"
 
@@ -24,11 +24,11 @@ TEST(HalfTest, RoundsToNearestEvenLikeIeee) {
   EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
   EXPECT_EQ(FloatToHalf(0.1f), 0x2E66);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // rounds up to infinity
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: 0
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -24)), 0x0002);  // tie to even: 2
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);                      // rounds up to infinity
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);         // smallest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);         // tie to even: 0
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -24)), 0x0002);         // tie to even: 2
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);         // smallest normal
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie to even
   EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
   EXPECT_EQ(FloatToHalf(INFINITY), 0x7C00);
@@ -135,7 +135,7 @@ TEST(CropTest, RandomResizedCropsStayInsideAndAreReproducible) {
 }
 
 std::vector<uint8_t> Transform(const std::vector<uint8_t>& bytes, const ImageTransform& t,
-                         const CropBox& box) {
+                               const CropBox& box) {
   std::vector<uint8_t> out(ImageField(t).SampleBytes());
   Status st = TransformImage(bytes, t, box, out.data());
   EXPECT_TRUE(st.ok()) << st;
@@ -167,8 +167,10 @@ TEST(TransformTest, RegionDecodeEqualsTheSameRegionOfAFullDecode) {
   const std::vector<uint8_t> jpeg = testing::ReadTestFile("photos/hubble_deep_field.jpg");
   const RgbImage full = testing::MustDecode(jpeg);
   image::JpegDecoder d;
-  for (auto [x0, y0, x1, y1] : {std::array<uint32_t, 4>{0, 0, 1000, 872}, {13, 7, 500, 300},
-                                {333, 411, 999, 871}, {990, 0, 1000, 5}}) {
+  for (auto [x0, y0, x1, y1] : {std::array<uint32_t, 4>{0, 0, 1000, 872},
+                                {13, 7, 500, 300},
+                                {333, 411, 999, 871},
+                                {990, 0, 1000, 5}}) {
     ImageInfo info;
     ASSERT_TRUE(d.ReadHeader(jpeg, {}, &info).ok());
     image::RgbRegion r;
@@ -177,10 +179,10 @@ TEST(TransformTest, RegionDecodeEqualsTheSameRegionOfAFullDecode) {
     ASSERT_GE(r.x + r.width, x1);
     ASSERT_EQ(r.y, y0);
     for (uint32_t y = y0; y < y1; ++y) {
-      ASSERT_EQ(std::memcmp(r.pixels + (size_t{y - y0} * r.width + (x0 - r.x)) * 3,
-                            full.pixels.data() + (size_t{y} * full.width + x0) * 3,
-                            size_t{x1 - x0} * 3),
-                0)
+      ASSERT_EQ(
+          std::memcmp(r.pixels + (size_t{y - y0} * r.width + (x0 - r.x)) * 3,
+                      full.pixels.data() + (size_t{y} * full.width + x0) * 3, size_t{x1 - x0} * 3),
+          0)
           << "row " << y;
     }
   }

@@ -41,7 +41,8 @@ TEST(ManifestTest, MalformedManifestsAreErrorsNamingTheField) {
       {R"({"format":"feedline-dataset","version":1,"records":-1})", "\"records\""},
       {R"({"format":"feedline-dataset","version":1,"records":1,"classes":"x"})", "\"classes\""},
       {R"({"format":"feedline-dataset","version":1,"records":1,"classes":[1]})", "non-string"},
-      {R"({"format":"feedline-dataset","version":1,"records":1,"classes":[],"shards":{}})", "\"shards\""},
+      {R"({"format":"feedline-dataset","version":1,"records":1,"classes":[],"shards":{}})",
+       "\"shards\""},
       {R"({"format":"feedline-dataset","version":1,"records":1,"classes":[],"shards":[{"name":"a"}]})",
        "shard entry 0 needs"},
       {R"({"format":"feedline-dataset","version":1,"records":1,"classes":[],"shards":[{"name":"../etc/passwd","records":1,"bytes":64,"crc32c":"0"}]})",
@@ -54,9 +55,11 @@ TEST(ManifestTest, MalformedManifestsAreErrorsNamingTheField) {
   for (const Case& c : cases) {
     Result<DatasetManifest> r = DatasetManifest::Parse(c.json);
     ASSERT_FALSE(r.ok()) << c.json;
-    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << c.json << " -> " << r.status();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << c.json << " -> " << r.status();
   }
-  EXPECT_TRUE(DatasetManifest::Parse("{" + ok_head + R"("records":1,"shards":[)" + shard + "]}").ok());
+  EXPECT_TRUE(
+      DatasetManifest::Parse("{" + ok_head + R"("records":1,"shards":[)" + shard + "]}").ok());
 }
 
 }  // namespace

@@ -5,17 +5,21 @@
 
 namespace feedline::testing {
 
-FaultFile::FaultFile(std::unique_ptr<RandomAccessFile> inner, Faults faults, std::shared_ptr<FaultCounters> counters)
+FaultFile::FaultFile(std::unique_ptr<RandomAccessFile> inner, Faults faults,
+                     std::shared_ptr<FaultCounters> counters)
     : inner_(std::move(inner)),
       faults_(std::move(faults)),
-      matches_(faults_.only_name.empty() || inner_->name().find(faults_.only_name) != std::string::npos),
+      matches_(faults_.only_name.empty() ||
+               inner_->name().find(faults_.only_name) != std::string::npos),
       counters_(std::move(counters)) {}
 
 Status FaultFile::Read(uint64_t offset, size_t n, void* out) const {
   if (!matches_) return inner_->Read(offset, n, out);
   if (faults_.latency.count() > 0) std::this_thread::sleep_for(faults_.latency);
   const uint64_t nth = ++counters_->reads;
-  auto covers = [&](uint64_t at) { return at != Faults::kNever && at >= offset && at < offset + n; };
+  auto covers = [&](uint64_t at) {
+    return at != Faults::kNever && at >= offset && at < offset + n;
+  };
   // The words PosixFile uses for the real faults, so tests see what users see.
   auto eio = [&](uint64_t at) {
     ++counters_->injected;
@@ -41,7 +45,8 @@ Status FaultFile::Read(uint64_t offset, size_t n, void* out) const {
   return inner_->Read(offset, n, out);
 }
 
-std::unique_ptr<RandomAccessFile> WithFaults(std::unique_ptr<RandomAccessFile> file, const Faults& faults,
+std::unique_ptr<RandomAccessFile> WithFaults(std::unique_ptr<RandomAccessFile> file,
+                                             const Faults& faults,
                                              std::shared_ptr<FaultCounters> counters) {
   if (counters == nullptr) {
     counters = std::make_shared<FaultCounters>();

@@ -52,7 +52,8 @@ struct FaultCounters {
 
 class FaultFile final : public RandomAccessFile {
  public:
-  FaultFile(std::unique_ptr<RandomAccessFile> inner, Faults faults, std::shared_ptr<FaultCounters> counters);
+  FaultFile(std::unique_ptr<RandomAccessFile> inner, Faults faults,
+            std::shared_ptr<FaultCounters> counters);
   Status Read(uint64_t offset, size_t n, void* out) const override;
   uint64_t size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
@@ -65,7 +66,8 @@ class FaultFile final : public RandomAccessFile {
 };
 
 // Wraps one file (for readers that take a RandomAccessFile).
-std::unique_ptr<RandomAccessFile> WithFaults(std::unique_ptr<RandomAccessFile> file, const Faults& faults,
+std::unique_ptr<RandomAccessFile> WithFaults(std::unique_ptr<RandomAccessFile> file,
+                                             const Faults& faults,
                                              std::shared_ptr<FaultCounters> counters = nullptr);
 
 // While alive, every file OpenFile opens reads through `faults`; the

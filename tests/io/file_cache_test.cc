@@ -39,7 +39,9 @@ class CountedFile final : public RandomAccessFile {
     }
   }
   ~CountedFile() override { --c_->live; }
-  Status Read(uint64_t offset, size_t n, void* out) const override { return inner_->Read(offset, n, out); }
+  Status Read(uint64_t offset, size_t n, void* out) const override {
+    return inner_->Read(offset, n, out);
+  }
   uint64_t size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
@@ -51,8 +53,9 @@ class CountedFile final : public RandomAccessFile {
 class FileCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("feedline_file_cache_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("feedline_file_cache_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     counts_ = std::make_shared<LiveFiles>();

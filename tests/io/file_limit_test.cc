@@ -41,13 +41,16 @@ struct LiveFiles {
 
 class CountedFile final : public RandomAccessFile {
  public:
-  CountedFile(std::unique_ptr<RandomAccessFile> inner, LiveFiles* c) : inner_(std::move(inner)), c_(c) {
+  CountedFile(std::unique_ptr<RandomAccessFile> inner, LiveFiles* c)
+      : inner_(std::move(inner)), c_(c) {
     const int64_t now = ++c_->live;
     for (int64_t p = c_->peak.load(); now > p && !c_->peak.compare_exchange_weak(p, now);) {
     }
   }
   ~CountedFile() override { --c_->live; }
-  Status Read(uint64_t offset, size_t n, void* out) const override { return inner_->Read(offset, n, out); }
+  Status Read(uint64_t offset, size_t n, void* out) const override {
+    return inner_->Read(offset, n, out);
+  }
   uint64_t size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
@@ -69,17 +72,19 @@ class FileLimitTest : public ::testing::Test {
   void SetUp() override {
     rlimit now{};
     ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
-    if (now.rlim_max < kLimit) GTEST_SKIP() << "hard RLIMIT_NOFILE " << now.rlim_max << " < " << kLimit;
+    if (now.rlim_max < kLimit)
+      GTEST_SKIP() << "hard RLIMIT_NOFILE " << now.rlim_max << " < " << kLimit;
     // Soft and hard: OpenFile raises the soft limit to the hard one on
     // EMFILE, which must not rescue a reader that holds too many files.
     const rlimit low{kLimit, kLimit};
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
     // Shards are fsynced when written: on tmpfs that costs nothing.
-    const bool shm = std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()).find("Shards") !=
-                         std::string::npos &&
+    const bool shm = std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())
+                             .find("Shards") != std::string::npos &&
                      fs::is_directory("/dev/shm");
-    dir_ = (shm ? fs::path("/dev/shm") : fs::temp_directory_path()) / ("feedline_file_limit_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = (shm ? fs::path("/dev/shm") : fs::temp_directory_path()) /
+           ("feedline_file_limit_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     previous_ = SetFileWrapperForTesting([c = &counts_](std::unique_ptr<RandomAccessFile> f) {
@@ -172,7 +177,8 @@ TEST_F(FileLimitTest, FifteenHundredShardsUnderADescriptorLimitOf1024) {
       ShardRecord rec;
       rec.label = static_cast<int64_t>(id % 1000);
       rec.key = key;
-      rec.data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+      rec.data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()),
+                                          payload.size());
       ASSERT_TRUE((*w)->Add(rec).ok());
     }
     ASSERT_TRUE((*w)->Finish().ok());

@@ -37,7 +37,8 @@ class RangeServer {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof(addr);
-    if (::bind(listen_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_, 16) != 0 ||
+    if (::bind(listen_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(listen_, 16) != 0 ||
         ::getsockname(listen_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
       ADD_FAILURE() << "cannot listen on 127.0.0.1";
     }
@@ -86,20 +87,25 @@ class RangeServer {
       ++gets_;
       const size_t r = request.find("Range: bytes=");
       unsigned long long a = 0, b = 0;
-      if (r == std::string::npos || std::sscanf(request.c_str() + r, "Range: bytes=%llu-%llu", &a, &b) != 2) {
+      if (r == std::string::npos ||
+          std::sscanf(request.c_str() + r, "Range: bytes=%llu-%llu", &a, &b) != 2) {
         Send(conn, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       } else {
         std::string body(b - a + 1, '\0');
         const Status st = file_->Read(a, body.size(), body.data());
-        const std::string head = "HTTP/1.1 206 Partial Content\r\nContent-Length: " + std::to_string(body.size()) +
-                                 "\r\nContent-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
-                                 size + "\r\nConnection: close\r\n\r\n";
+        const std::string head =
+            "HTTP/1.1 206 Partial Content\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\nContent-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" + size +
+            "\r\nConnection: close\r\n\r\n";
         if (st.ok()) {
           Send(conn, head + body);
         } else if (st.code() == StatusCode::kDataLoss) {
-          Send(conn, head + body.substr(0, body.size() / 2));  // a short body, then the connection closes
+          Send(conn,
+               head + body.substr(0, body.size() / 2));  // a short body, then the connection closes
         } else {
-          Send(conn, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+          Send(conn,
+               "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: "
+               "close\r\n\r\n");
         }
       }
     }
@@ -119,8 +125,9 @@ class RangeServer {
 class HttpFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("feedline_http_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("feedline_http_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "data.fls").string();
@@ -145,7 +152,9 @@ class HttpFileTest : public ::testing::Test {
     EXPECT_TRUE(file.ok());
     return std::make_unique<RangeServer>(testing::WithFaults(std::move(file).value(), faults));
   }
-  std::string Slice(uint64_t offset, size_t n) const { return std::string(bytes_.data() + offset, n); }
+  std::string Slice(uint64_t offset, size_t n) const {
+    return std::string(bytes_.data() + offset, n);
+  }
 
   fs::path dir_;
   std::string path_;
@@ -215,7 +224,8 @@ TEST_F(HttpFileTest, ServerEioIsRetriedOnceAndThenNamed) {
   ASSERT_TRUE(g.ok()) << g.status();
   const Status st = (*g)->Read(7, got.size(), got.data());
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
-  EXPECT_NE(st.message().find("GET bytes=7-106: HTTP 500 (after 2 attempts)"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("GET bytes=7-106: HTTP 500 (after 2 attempts)"), std::string::npos)
+      << st;
 }
 
 TEST_F(HttpFileTest, AShardRecordBehindServerEioIsNamedWithItsUrl) {
@@ -236,7 +246,9 @@ TEST_F(HttpFileTest, AShardRecordBehindServerEioIsNamedWithItsUrl) {
       continue;
     }
     EXPECT_EQ(st.code(), StatusCode::kUnavailable);
-    EXPECT_NE(st.message().find("shard '" + server->url() + "' record 3 at offset"), std::string::npos) << st;
+    EXPECT_NE(st.message().find("shard '" + server->url() + "' record 3 at offset"),
+              std::string::npos)
+        << st;
   }
 }
 

@@ -50,7 +50,8 @@ class ImageFolderTest : public ::testing::Test {
   void Write(const std::string& rel, const std::vector<uint8_t>& bytes) {
     fs::create_directories((root_ / rel).parent_path());
     std::ofstream(root_ / rel, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   }
 
   fs::path root_;
@@ -60,14 +61,16 @@ TEST_F(ImageFolderTest, SortedClassesGiveLabelsAndFilesAreSorted) {
   auto folder = ImageFolder::Open(root_.string());
   ASSERT_TRUE(folder.ok()) << folder.status();
   EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"ant", "zebra"}));
-  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"ant/c.jpg", "ant/x/deep.jpeg", "zebra/a.JPG",
-                                                        "zebra/b.jpg", "zebra/p.png"}));
+  EXPECT_EQ((*folder)->files,
+            (std::vector<std::string>{"ant/c.jpg", "ant/x/deep.jpeg", "zebra/a.JPG", "zebra/b.jpg",
+                                      "zebra/p.png"}));
   EXPECT_EQ((*folder)->labels, (std::vector<int64_t>{0, 0, 1, 1, 1}));
 }
 
 TEST_F(ImageFolderTest, MissingOrEmptyFoldersAreClearErrors) {
   EXPECT_EQ(ImageFolder::Open((root_ / "nope").string()).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(ImageFolder::Open((root_ / "ant" / "c.jpg").string()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ImageFolder::Open((root_ / "ant" / "c.jpg").string()).status().code(),
+            StatusCode::kNotFound);
   fs::create_directories(root_ / "empty" / "class");
   Result<std::shared_ptr<const ImageFolder>> r = ImageFolder::Open((root_ / "empty").string());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
@@ -111,8 +114,9 @@ TEST_F(FolderListingTest, DirectoriesComeInSortedPathOrderNotDepthFirst) {
   auto folder = Open();
   ASSERT_TRUE(folder.ok()) << folder.status();
   EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"b", "c"}));
-  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"b/q.png", "c/z.jpg", "c/a/0.jpg", "c/a/1.jpg",
-                                                        "c/a-b/2.jpg", "c/a/x/3.jpg"}));
+  EXPECT_EQ((*folder)->files,
+            (std::vector<std::string>{"b/q.png", "c/z.jpg", "c/a/0.jpg", "c/a/1.jpg", "c/a-b/2.jpg",
+                                      "c/a/x/3.jpg"}));
   EXPECT_EQ((*folder)->labels, (std::vector<int64_t>{0, 1, 1, 1, 1, 1}));
   EXPECT_EQ((*folder)->Path(0), (root_ / "b/q.png").string());
   // A root given with a trailing '/' gives the same paths (os.path.join).
@@ -127,9 +131,9 @@ TEST_F(FolderListingTest, EveryTorchvisionExtensionCountsInAnyCase) {
   auto folder = Open();
   ASSERT_TRUE(folder.ok()) << folder.status();
   // Sorted by code point: '.' < digits.
-  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/.png", "c/1.jpg", "c/2.JPEG", "c/3.Png", "c/4.ppm",
-                                                        "c/5.BMP", "c/6.pgm", "c/7.tif", "c/8.TIFF",
-                                                        "c/9.webp"}));
+  EXPECT_EQ((*folder)->files,
+            (std::vector<std::string>{"c/.png", "c/1.jpg", "c/2.JPEG", "c/3.Png", "c/4.ppm",
+                                      "c/5.BMP", "c/6.pgm", "c/7.tif", "c/8.TIFF", "c/9.webp"}));
   EXPECT_TRUE(HasImageExtension("x.JpEg"));
   EXPECT_FALSE(HasImageExtension("jpg"));
   EXPECT_FALSE(HasImageExtension("x.jpgx"));
@@ -138,21 +142,22 @@ TEST_F(FolderListingTest, EveryTorchvisionExtensionCountsInAnyCase) {
 TEST_F(FolderListingTest, SymlinkedFilesAndDirectoriesAreFollowed) {
   Files({"store/deep/p.jpg", "store/q.png", "c/own.jpg"});
   Link((root_ / "store/q.png").string(), "c/link.png");
-  Link("../store", "c/linked");              // a directory link inside a class
-  Link((root_ / "store").string(), "d");     // a class that is a link
+  Link("../store", "c/linked");           // a directory link inside a class
+  Link((root_ / "store").string(), "d");  // a class that is a link
   auto folder = Open();
   ASSERT_TRUE(folder.ok()) << folder.status();
   EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"c", "d", "store"}));
-  EXPECT_EQ((*folder)->files,
-            (std::vector<std::string>{"c/link.png", "c/own.jpg", "c/linked/q.png", "c/linked/deep/p.jpg",
-                                      "d/q.png", "d/deep/p.jpg", "store/q.png", "store/deep/p.jpg"}));
+  EXPECT_EQ(
+      (*folder)->files,
+      (std::vector<std::string>{"c/link.png", "c/own.jpg", "c/linked/q.png", "c/linked/deep/p.jpg",
+                                "d/q.png", "d/deep/p.jpg", "store/q.png", "store/deep/p.jpg"}));
 }
 
 TEST_F(FolderListingTest, ASymlinkLoopIsNotEnteredAndItsFilesAreListedOnce) {
   Files({"c/a.jpg", "c/sub/b.jpg"});
-  Link("..", "c/sub/up");       // c/sub/up -> c: back to an ancestor
-  Link(".", "c/self");          // c/self -> c
-  Link("../../c", "c/sub/abs"); // another route to c
+  Link("..", "c/sub/up");        // c/sub/up -> c: back to an ancestor
+  Link(".", "c/self");           // c/self -> c
+  Link("../../c", "c/sub/abs");  // another route to c
   auto folder = Open();
   ASSERT_TRUE(folder.ok()) << folder.status();
   EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/a.jpg", "c/sub/b.jpg"}));
@@ -160,7 +165,8 @@ TEST_F(FolderListingTest, ASymlinkLoopIsNotEnteredAndItsFilesAreListedOnce) {
   Link("x", "x");
   auto r = Open();
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
-  EXPECT_NE(r.status().message().find("cannot stat '" + (root_ / "x").string() + "'"), std::string::npos)
+  EXPECT_NE(r.status().message().find("cannot stat '" + (root_ / "x").string() + "'"),
+            std::string::npos)
       << r.status();
 }
 
@@ -193,7 +199,8 @@ TEST_F(FolderListingTest, AFifoWithAnImageNameIsAnErrorNamingIt) {
   ASSERT_EQ(::mkfifo((root_ / "c/pipe.jpg").c_str(), 0644), 0);
   auto r = Open();
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
-  EXPECT_NE(r.status().message().find("'" + (root_ / "c/pipe.jpg").string() + "' is a FIFO"), std::string::npos)
+  EXPECT_NE(r.status().message().find("'" + (root_ / "c/pipe.jpg").string() + "' is a FIFO"),
+            std::string::npos)
       << r.status();
 }
 
@@ -202,7 +209,8 @@ TEST_F(FolderListingTest, AnEmptyHiddenClassPointsAtSkipHiddenDirs) {
   fs::create_directories(root_ / ".ipynb_checkpoints");
   auto r = Open();
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
-  EXPECT_NE(r.status().message().find("classes '.ipynb_checkpoints' ('" + (root_ / ".ipynb_checkpoints").string()),
+  EXPECT_NE(r.status().message().find("classes '.ipynb_checkpoints' ('" +
+                                      (root_ / ".ipynb_checkpoints").string()),
             std::string::npos)
       << r.status();
   EXPECT_NE(r.status().message().find("skip_hidden_dirs=True"), std::string::npos) << r.status();
@@ -222,8 +230,9 @@ TEST_F(FolderListingTest, AnEmptyHiddenClassPointsAtSkipHiddenDirs) {
   fs::remove_all(root_ / ".ipynb_checkpoints");
   r = Open();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ((*r)->files, (std::vector<std::string>{"c/a.jpg", "c/.ipynb_checkpoints/a-checkpoint.jpg",
-                                                   "d/b.jpg", "d/.hidden/only.jpg"}));
+  EXPECT_EQ((*r)->files,
+            (std::vector<std::string>{"c/a.jpg", "c/.ipynb_checkpoints/a-checkpoint.jpg", "d/b.jpg",
+                                      "d/.hidden/only.jpg"}));
 }
 
 TEST_F(FolderListingTest, NonUtf8NamesSortAsPythonSortsTheirDecodedForm) {
@@ -233,8 +242,9 @@ TEST_F(FolderListingTest, NonUtf8NamesSortAsPythonSortsTheirDecodedForm) {
   auto folder = Open();
   ASSERT_TRUE(folder.ok()) << folder.status();
   EXPECT_EQ((*folder)->classes, (std::vector<std::string>{"c", "\xE4\xB8\x80k", "\xC3k"}));
-  EXPECT_EQ((*folder)->files, (std::vector<std::string>{"c/\xE4\xB8\x80.jpg", "c/\xC3x.jpg", "c/\xFF.png",
-                                                        "\xE4\xB8\x80k/a.jpg", "\xC3k/a.jpg"}));
+  EXPECT_EQ((*folder)->files,
+            (std::vector<std::string>{"c/\xE4\xB8\x80.jpg", "c/\xC3x.jpg", "c/\xFF.png",
+                                      "\xE4\xB8\x80k/a.jpg", "\xC3k/a.jpg"}));
 }
 
 TEST_F(ImageFolderTest, ThePipelineDeliversImagesAndLabelsThroughTheLoader) {
@@ -257,7 +267,8 @@ TEST_F(ImageFolderTest, ThePipelineDeliversImagesAndLabelsThroughTheLoader) {
 TEST_F(ImageFolderTest, RawPipelineDeliversPaddedBytesAndLengths) {
   auto folder = *ImageFolder::Open(root_.string());
   uint64_t largest = 0;
-  for (const std::string& f : folder->files) largest = std::max<uint64_t>(largest, fs::file_size(root_ / f));
+  for (const std::string& f : folder->files)
+    largest = std::max<uint64_t>(largest, fs::file_size(root_ / f));
   LoaderOptions o;
   o.batch_size = 5;
   o.num_threads = 2;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "feedline/batch.h"
-#include "feedline/pipeline_builder.h"
 #include "feedline/loader.h"
+#include "feedline/pipeline_builder.h"
 
 namespace feedline::testing {
 
@@ -22,8 +22,9 @@ struct RawEpoch {
 };
 
 // `read_op` over `num_samples` records of at most `max_bytes`, unshuffled.
-inline RawEpoch RunRawEpoch(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples, uint64_t max_bytes,
-                            uint32_t threads, ErrorPolicy policy = ErrorPolicy::kRaise, uint64_t max_errors = 0) {
+inline RawEpoch RunRawEpoch(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
+                            uint64_t max_bytes, uint32_t threads,
+                            ErrorPolicy policy = ErrorPolicy::kRaise, uint64_t max_errors = 0) {
   LoaderOptions o;
   o.batch_size = 4;
   o.shuffle = false;
@@ -43,7 +44,8 @@ inline RawEpoch RunRawEpoch(std::shared_ptr<const SampleOp> read_op, uint64_t nu
     out.status = (*loader)->Next(&b, &end);
     if (!out.status.ok() || end) break;
     const std::span<const uint8_t> bytes = b.field_as<const uint8_t>(0);
-    const std::span<const int64_t> length = b.field_as<const int64_t>(1), label = b.field_as<const int64_t>(2);
+    const std::span<const int64_t> length = b.field_as<const int64_t>(1),
+                                   label = b.field_as<const int64_t>(2);
     for (size_t i = 0; i < b.size(); ++i) {
       const uint8_t* p = bytes.data() + i * max_bytes;
       out.samples[b.sample_ids()[i]] = {label[i], std::vector<uint8_t>(p, p + length[i])};

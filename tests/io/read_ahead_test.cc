@@ -32,7 +32,8 @@ std::shared_ptr<const EpochPlan> Plan(uint64_t n, uint64_t seed) {
   auto p = std::make_shared<EpochPlan>();
   p->ids.resize(n);
   std::iota(p->ids.begin(), p->ids.end(), 0);
-  for (uint64_t i = n - 1; i > 0; --i) std::swap(p->ids[i], p->ids[(i * 2654435761u + seed) % (i + 1)]);
+  for (uint64_t i = n - 1; i > 0; --i)
+    std::swap(p->ids[i], p->ids[(i * 2654435761u + seed) % (i + 1)]);
   p->num_batches = 1;
   p->batch_size = n;
   p->first_padding = n;
@@ -68,13 +69,15 @@ TEST(ReadAheadTest, DeliversEveryRecordWithinTheBudgetInParallel) {
   // one at a time would never get past it (the hang guard would fail).
   std::atomic<int> calls{0}, started{0};
   ReadAhead::FetchFn slow = SlowFetch(&calls);
-  ReadAhead ra([&](uint64_t id, Fetched* f) {
-                 if (++started == 1) {
-                   for (int i = 0; i < 30000 && started < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                 }
-                 return slow(id, f);
-               },
-               [](uint64_t) { return kRecordBytes; }, 5 * kRecordBytes, 4);
+  ReadAhead ra(
+      [&](uint64_t id, Fetched* f) {
+        if (++started == 1) {
+          for (int i = 0; i < 30000 && started < 2; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return slow(id, f);
+      },
+      [](uint64_t) { return kRecordBytes; }, 5 * kRecordBytes, 4);
   auto plan = Plan(100, 1);
   ra.SetPlan(plan, 0);
   int hits = 0;
@@ -85,7 +88,8 @@ TEST(ReadAheadTest, DeliversEveryRecordWithinTheBudgetInParallel) {
     // A worker that reaches each record after the fetchers have (its own
     // work is slower): every record is then read ahead, on any machine.
     ASSERT_TRUE(AwaitFetches(ra, p + 1)) << "position " << p;
-    ASSERT_TRUE(ra.Take(id, &f, &st)) << "record " << id << " at position " << p << " was not read ahead";
+    ASSERT_TRUE(ra.Take(id, &f, &st))
+        << "record " << id << " at position " << p << " was not read ahead";
     ++hits;
     if (id == 77) {
       EXPECT_EQ(st.code(), StatusCode::kDataLoss);
@@ -109,15 +113,18 @@ TEST(ReadAheadTest, AWorkerAheadOfTheFetchersPullsThemForward) {
   std::atomic<int> calls{0}, held{0};
   std::atomic<bool> hold{true};
   ReadAhead::FetchFn fetch = SlowFetch(&calls, 1);
-  ReadAhead ra([&](uint64_t id, Fetched* f) {
-                 ++held;
-                 for (int i = 0; i < 30000 && hold; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                 return fetch(id, f);
-               },
-               [](uint64_t) { return kRecordBytes; }, 8 * kRecordBytes, 2);
+  ReadAhead ra(
+      [&](uint64_t id, Fetched* f) {
+        ++held;
+        for (int i = 0; i < 30000 && hold; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return fetch(id, f);
+      },
+      [](uint64_t) { return kRecordBytes; }, 8 * kRecordBytes, 2);
   auto plan = Plan(400, 2);
   ra.SetPlan(plan, 0);
-  for (int i = 0; i < 30000 && held < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 30000 && held < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_EQ(held.load(), 2);
   // The worker jumps to position 200 (e.g. it read positions 0-199 itself).
   Fetched f;
@@ -137,8 +144,8 @@ TEST(ReadAheadTest, AWorkerAheadOfTheFetchersPullsThemForward) {
 
 TEST(ReadAheadTest, ANewPlanDropsTheOldOneAndShutdownJoins) {
   std::atomic<int> calls{0};
-  auto ra = std::make_unique<ReadAhead>(SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; },
-                                        20 * kRecordBytes, 4);
+  auto ra = std::make_unique<ReadAhead>(
+      SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; }, 20 * kRecordBytes, 4);
   ra->SetPlan(Plan(100, 3), 0);
   // The old plan fills the whole budget (nobody takes its records)...
   ASSERT_TRUE(AwaitFetches(*ra, 20));
@@ -176,7 +183,8 @@ int Threads() {
 TEST(ReadAheadTest, ANullPlanJoinsTheFetchersAndALaterPlanRestartsThem) {
   std::atomic<int> calls{0};
   const int before = Threads();
-  ReadAhead ra(SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; }, 4 * kRecordBytes, 3);
+  ReadAhead ra(
+      SlowFetch(&calls, 1), [](uint64_t) { return kRecordBytes; }, 4 * kRecordBytes, 3);
   EXPECT_EQ(Threads(), before);  // nothing runs before the first plan
   auto plan = Plan(50, 7);
   ra.SetPlan(plan, 0);
@@ -187,19 +195,21 @@ TEST(ReadAheadTest, ANullPlanJoinsTheFetchersAndALaterPlanRestartsThem) {
   ra.SetPlan(plan, 10);
   Fetched f;
   Status st;
-  ASSERT_TRUE(AwaitFetches(ra, before_restart + 1));  // the first fetch after the restart is position 10
+  ASSERT_TRUE(
+      AwaitFetches(ra, before_restart + 1));  // the first fetch after the restart is position 10
   EXPECT_TRUE(ra.Take(plan->ids[10], &f, &st));
 }
 
 TEST(ReadAheadTest, RecordsLargerThanTheBudgetAreLeftToTheWorker) {
   std::atomic<int> calls{0};
   std::atomic<bool> asked_about_5{false};
-  ReadAhead ra(SlowFetch(&calls, 0),
-               [&](uint64_t id) {
-                 if (id == 5) asked_about_5 = true;
-                 return id == 5 ? 100 * kRecordBytes : kRecordBytes;
-               },
-               10 * kRecordBytes, 2);
+  ReadAhead ra(
+      SlowFetch(&calls, 0),
+      [&](uint64_t id) {
+        if (id == 5) asked_about_5 = true;
+        return id == 5 ? 100 * kRecordBytes : kRecordBytes;
+      },
+      10 * kRecordBytes, 2);
   auto plan = Plan(20, 6);
   ra.SetPlan(plan, 0);
   // The worker takes the records before 5 (making room in the budget) until
@@ -208,8 +218,10 @@ TEST(ReadAheadTest, RecordsLargerThanTheBudgetAreLeftToTheWorker) {
   // needs too).
   Fetched f;
   Status st;
-  for (uint64_t p = 0; p < plan->ids.size() && plan->ids[p] != 5; ++p) ra.Take(plan->ids[p], &f, &st);
-  for (int i = 0; i < 30000 && !asked_about_5; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (uint64_t p = 0; p < plan->ids.size() && plan->ids[p] != 5; ++p)
+    ra.Take(plan->ids[p], &f, &st);
+  for (int i = 0; i < 30000 && !asked_about_5; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_TRUE(asked_about_5.load());
   EXPECT_FALSE(ra.Take(5, &f, &st));
 }
@@ -235,7 +247,8 @@ class ReadAheadFaultTest : public ::testing::Test {
         const uint64_t id = s * kRecords + r;
         std::vector<uint8_t> data(1000 + (id * 977) % 3000);
         for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(id * 31 + i * 7);
-        ASSERT_TRUE((*w)->Add({static_cast<int64_t>(id % 5), "k" + std::to_string(id), "", data}).ok());
+        ASSERT_TRUE(
+            (*w)->Add({static_cast<int64_t>(id % 5), "k" + std::to_string(id), "", data}).ok());
       }
       ASSERT_TRUE((*w)->Finish().ok());
       m.shards.push_back({name, kRecords, (*w)->bytes(), (*w)->file_crc32c()});
@@ -251,12 +264,13 @@ class ReadAheadFaultTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   static testing::RawEpoch Run(std::shared_ptr<const ShardDataset> ds, uint64_t read_ahead_bytes,
-                               uint32_t threads, ErrorPolicy policy = ErrorPolicy::kRaise, uint64_t max_errors = 0) {
+                               uint32_t threads, ErrorPolicy policy = ErrorPolicy::kRaise,
+                               uint64_t max_errors = 0) {
     ReadAheadOptions ra;
     ra.max_bytes = read_ahead_bytes;
     ra.threads = 4;
-    return testing::RunRawEpoch(MakeShardReadOp(ds, ra), ds->num_records(), kMaxBytes, threads, policy,
-                                max_errors);
+    return testing::RunRawEpoch(MakeShardReadOp(ds, ra), ds->num_records(), kMaxBytes, threads,
+                                policy, max_errors);
   }
   // The dataset opened with `faults` on shard 1, read ahead.
   testing::RawEpoch RunWithFaults(testing::Faults faults, uint32_t threads, ErrorPolicy policy,
@@ -298,9 +312,9 @@ TEST_F(ReadAheadFaultTest, EioUnderReadAheadNamesTheShardRecordAndOffset) {
   const testing::RawEpoch e = RunWithFaults(faults, 3, ErrorPolicy::kRaise, 0, &injected);
   EXPECT_EQ(e.status.code(), StatusCode::kUnavailable) << e.status;
   const std::string m(e.status.message());
-  for (const std::string& part : {std::string("sample 27"), std::string("shard-00001.fls"), std::string("record 7"),
-                                  "offset " + std::to_string(RecordOffset(1, 7)),
-                                  std::string("Input/output error")}) {
+  for (const std::string& part :
+       {std::string("sample 27"), std::string("shard-00001.fls"), std::string("record 7"),
+        "offset " + std::to_string(RecordOffset(1, 7)), std::string("Input/output error")}) {
     EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
   }
   EXPECT_GE(injected, 1u);
@@ -334,7 +348,8 @@ TEST_F(ReadAheadFaultTest, AShortReadUnderReadAheadIsAnErrorNeverShortData) {
   ASSERT_EQ(e.skipped.size(), 1u);
   EXPECT_EQ(e.skipped[0].sample_id, 23u);
   EXPECT_EQ(e.skipped[0].status.code(), StatusCode::kDataLoss);
-  EXPECT_NE(e.skipped[0].status.message().find("truncated"), std::string::npos) << e.skipped[0].status;
+  EXPECT_NE(e.skipped[0].status.message().find("truncated"), std::string::npos)
+      << e.skipped[0].status;
   ExpectAllBut(e, 23);
   EXPECT_EQ(injected, 1u);
 }
@@ -350,7 +365,8 @@ TEST_F(ReadAheadFaultTest, EioOnTheNthReadUnderSkipLosesOneRecordAndNamesIt) {
   EXPECT_GE(err.sample_id, kRecords);
   EXPECT_NE(err.location.file.find("shard-00001.fls"), std::string::npos);
   EXPECT_EQ(err.location.record, static_cast<int64_t>(err.sample_id - kRecords));
-  EXPECT_NE(err.status.message().find("record " + std::to_string(err.sample_id - kRecords)), std::string::npos)
+  EXPECT_NE(err.status.message().find("record " + std::to_string(err.sample_id - kRecords)),
+            std::string::npos)
       << err.status;
   ExpectAllBut(e, err.sample_id);
   EXPECT_EQ(injected, 1u);

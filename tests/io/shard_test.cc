@@ -69,8 +69,10 @@ class ShardTest : public ::testing::Test {
     std::vector<Owned> out;
     std::mt19937 gen(7);
     for (int i = 0; i < n; ++i) {
-      Owned r{i % 3 == 0 ? -1 : i * 10, "class_" + std::to_string(i % 4) + "/img_" + std::to_string(i) + ".jpg",
-              i % 2 ? "{\"w\": " + std::to_string(100 + i) + "}" : "", {}};
+      Owned r{i % 3 == 0 ? -1 : i * 10,
+              "class_" + std::to_string(i % 4) + "/img_" + std::to_string(i) + ".jpg",
+              i % 2 ? "{\"w\": " + std::to_string(100 + i) + "}" : "",
+              {}};
       r.data.resize(i == 1 ? 0 : gen() % (max_data + 1));
       for (auto& b : r.data) b = static_cast<uint8_t>(gen());
       out.push_back(std::move(r));
@@ -95,7 +97,8 @@ class ShardTest : public ::testing::Test {
   }
   std::string Put(const std::string& name, const std::vector<char>& bytes) {
     const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return path;
   }
 
@@ -138,7 +141,8 @@ TEST_F(ShardTest, AnEmptyShardIsValidButEmptyOrHeaderlessFilesAreRefused) {
   std::vector<char> header_only = Bytes((dir_ / "empty.fls").string());
   header_only.resize(shard::kHeaderSize);
   EXPECT_FALSE(ShardReader::Open(Put("header.fls", header_only)).ok());
-  EXPECT_EQ(ShardReader::Open((dir_ / "missing.fls").string()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ShardReader::Open((dir_ / "missing.fls").string()).status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST_F(ShardTest, AnUnfinishedWriterLeavesNothingThatLooksComplete) {
@@ -231,14 +235,16 @@ TEST_F(ShardTest, LyingLengthsAreRefusedBeforeAllocation) {
   PutU64(count, footer + 8, uint64_t{1} << 40);
   Reseal(count, footer, 24);
   Result<std::unique_ptr<ShardReader>> c = ShardReader::Open(Put("count.fls", count));
-  EXPECT_NE(c.status().message().find("inconsistent with the file size"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("inconsistent with the file size"), std::string::npos)
+      << c.status();
 }
 
 // docs/reliability.md 5: a corrupt index refuses to open; an index that points at
 // the wrong record (valid CRC) never returns it.
 TEST_F(ShardTest, CorruptOrLyingIndexNeverReturnsTheWrongRecord) {
   std::vector<Owned> records;
-  for (int i = 0; i < 3; ++i) records.push_back({i, "k" + std::to_string(i), "", std::vector<uint8_t>(200, uint8_t(i))});
+  for (int i = 0; i < 3; ++i)
+    records.push_back({i, "k" + std::to_string(i), "", std::vector<uint8_t>(200, uint8_t(i))});
   const std::vector<char> full = Bytes(Write("f.fls", records));
   const size_t footer = full.size() - shard::kFooterSize;
   const size_t index = footer - 3 * shard::kIndexEntrySize;
@@ -251,7 +257,8 @@ TEST_F(ShardTest, CorruptOrLyingIndexNeverReturnsTheWrongRecord) {
     std::vector<char> b = full;
     PutU64(b, index + 8, e1);
     PutU64(b, index + 16, e2);
-    PutU32(b, footer + 16, shard::MaskCrc(core::Crc32c(b.data() + index, 3 * shard::kIndexEntrySize)));
+    PutU32(b, footer + 16,
+           shard::MaskCrc(core::Crc32c(b.data() + index, 3 * shard::kIndexEntrySize)));
     Reseal(b, footer, 24);
     return b;
   };
@@ -300,7 +307,8 @@ TEST_F(ShardTest, ForeignFilesAndUnknownVersionsAreNamed) {
   PutU32(v2, 8, 2);
   Reseal(v2, 0, 20);
   Result<std::unique_ptr<ShardReader>> r = ShardReader::Open(Put("v2.fls", v2));
-  EXPECT_NE(r.status().message().find("format version 2; this build reads version 1"), std::string::npos)
+  EXPECT_NE(r.status().message().find("format version 2; this build reads version 1"),
+            std::string::npos)
       << r.status();
 }
 
@@ -393,7 +401,8 @@ TEST_F(ShardTest, TheSoftDescriptorLimitIsRaisedToTheHardOne) {
 // reason, and touches that record alone.
 
 // Opens `path` through `faults`.
-Result<std::unique_ptr<ShardReader>> OpenWithFaults(const std::string& path, const testing::Faults& faults) {
+Result<std::unique_ptr<ShardReader>> OpenWithFaults(const std::string& path,
+                                                    const testing::Faults& faults) {
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path));
   return ShardReader::Open(testing::WithFaults(std::move(file), faults));
 }
@@ -417,9 +426,9 @@ TEST_F(ShardTest, EioAtRecordOffsetNamesTheRecord) {
     const Status st = (*r)->Read(4, &scratch, &rec);
     EXPECT_EQ(st.code(), StatusCode::kUnavailable);
     const std::string m(st.message());
-    for (const std::string& part : {"shard '" + path + "'", std::string("record 4 "),
-                                   "offset " + std::to_string(faults.eio_at_offset),
-                                   std::string("Input/output error")}) {
+    for (const std::string& part :
+         {"shard '" + path + "'", std::string("record 4 "),
+          "offset " + std::to_string(faults.eio_at_offset), std::string("Input/output error")}) {
       EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
     }
   }
@@ -453,7 +462,8 @@ TEST_F(ShardTest, EioOnTheNthReadFailsThatReadAloneAndARetryGetsTheRecord) {
     if (i == 5) {
       EXPECT_EQ(st.code(), StatusCode::kUnavailable);
       EXPECT_NE(st.message().find("record 5 at offset " + std::to_string((*r)->record_offset(5))),
-                std::string::npos) << st;
+                std::string::npos)
+          << st;
     } else {
       ASSERT_TRUE(st.ok()) << "record " << i << ": " << st;
     }
@@ -476,10 +486,13 @@ TEST_F(ShardTest, AShortReadIsReportedNeverReturnedAsData) {
   const Status st = (*r)->Read(2, &scratch, &rec);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_NE(st.message().find("record 2 at offset"), std::string::npos) << st;
-  EXPECT_NE(st.message().find("truncated: no data at offset " + std::to_string(faults.short_at_offset)),
-            std::string::npos) << st;
+  EXPECT_NE(
+      st.message().find("truncated: no data at offset " + std::to_string(faults.short_at_offset)),
+      std::string::npos)
+      << st;
   EXPECT_TRUE(rec.data.empty() && rec.key.empty()) << "a failed read filled in the record";
-  for (uint64_t i = 0; i < 6; ++i) ExpectRecord(**r, i, records[i]);  // record 2 included: the file healed
+  for (uint64_t i = 0; i < 6; ++i)
+    ExpectRecord(**r, i, records[i]);  // record 2 included: the file healed
 }
 
 TEST_F(ShardTest, LatencyNeverChangesTheBytesUnderConcurrentReads) {
@@ -492,7 +505,8 @@ TEST_F(ShardTest, LatencyNeverChangesTheBytesUnderConcurrentReads) {
   std::vector<std::thread> readers;
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&, t] {
-      for (uint64_t k = 0; k < 12; ++k) ExpectRecord(**r, (k * 5 + t) % 12, records[(k * 5 + t) % 12]);
+      for (uint64_t k = 0; k < 12; ++k)
+        ExpectRecord(**r, (k * 5 + t) % 12, records[(k * 5 + t) % 12]);
     });
   }
   for (std::thread& t : readers) t.join();

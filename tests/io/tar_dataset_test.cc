@@ -4,8 +4,6 @@
 // skip-and-count cost exactly that sample. EIO names the tar, the sample
 // (or the member header being indexed) and the offset; latency changes no
 // byte.
-#include "feedline/webdataset.h"
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "feedline/webdataset.h"
 #include "gtest/gtest.h"
 #include "tests/io/fault_file.h"
 #include "tests/io/raw_epoch.h"
@@ -29,8 +28,9 @@ constexpr uint64_t kSamples = 8, kMaxBytes = 4096;
 class TarDatasetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("feedline_tar_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("feedline_tar_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     testing::TarWriter w;
@@ -44,7 +44,8 @@ class TarDatasetTest : public ::testing::Test {
     }
     path_ = (dir_ / "shard-000.tar").string();
     const std::string tar = w.Finish();
-    std::ofstream(path_, std::ios::binary).write(tar.data(), static_cast<std::streamsize>(tar.size()));
+    std::ofstream(path_, std::ios::binary)
+        .write(tar.data(), static_cast<std::streamsize>(tar.size()));
     auto ds = TarDataset::Open({path_});
     ASSERT_TRUE(ds.ok()) << ds.status();
     ASSERT_EQ((*ds)->num_samples(), kSamples);
@@ -54,13 +55,14 @@ class TarDatasetTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  testing::RawEpoch RunWithFaults(const testing::Faults& faults, uint32_t threads, ErrorPolicy policy,
-                                  uint64_t max_errors) {
+  testing::RawEpoch RunWithFaults(const testing::Faults& faults, uint32_t threads,
+                                  ErrorPolicy policy, uint64_t max_errors) {
     testing::FaultInjector injector(faults);
     auto ds = TarDataset::Open({path_});
     EXPECT_TRUE(ds.ok()) << ds.status();
     if (!ds.ok()) return {ds.status(), {}, {}};
-    return testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, threads, policy, max_errors);
+    return testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, threads, policy,
+                                max_errors);
   }
   void ExpectAllBut(const testing::RawEpoch& e, uint64_t lost) const {
     EXPECT_EQ(e.samples.count(lost), 0u);
@@ -107,7 +109,8 @@ TEST(TarDialectTest, EveryHeaderDialectIndexes) {
       EXPECT_EQ((*ds)->sample(i).label, samples[i].second) << name;
       std::vector<uint8_t> bytes;
       ASSERT_TRUE((*ds)->Read(i, &bytes).ok()) << name;
-      EXPECT_EQ(bytes.size() >= 8 ? std::string(bytes.begin() + 1, bytes.begin() + 4) : "", "PNG") << name;
+      EXPECT_EQ(bytes.size() >= 8 ? std::string(bytes.begin() + 1, bytes.begin() + 4) : "", "PNG")
+          << name;
     }
   }
 }
@@ -117,8 +120,9 @@ TEST_F(TarDatasetTest, EioInAnImageMemberNamesTheTarSampleKeyAndOffset) {
   faults.eio_at_offset = image_offset_[3] + 200;
   const testing::RawEpoch e = RunWithFaults(faults, 2, ErrorPolicy::kRaise, 0);
   EXPECT_EQ(e.status.code(), StatusCode::kUnavailable) << e.status;
-  ExpectParts(e.status, {"sample 3", path_, "record 3", "offset " + std::to_string(image_offset_[3]),
-                         "key 'train/s0003'", "Input/output error"});
+  ExpectParts(e.status,
+              {"sample 3", path_, "record 3", "offset " + std::to_string(image_offset_[3]),
+               "key 'train/s0003'", "Input/output error"});
 }
 
 TEST_F(TarDatasetTest, AFailedReadOfASampleNamesItWithoutTheLoader) {
@@ -141,13 +145,15 @@ TEST_F(TarDatasetTest, EioWhileIndexingNamesTheTarAndTheMemberHeader) {
   auto ds = TarDataset::Open({path_});
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), StatusCode::kUnavailable);
-  ExpectParts(ds.status(), {"tar '" + path_ + "'", "member header at offset " + std::to_string(header_offset_[2]),
+  ExpectParts(ds.status(), {"tar '" + path_ + "'",
+                            "member header at offset " + std::to_string(header_offset_[2]),
                             "Input/output error"});
 }
 
 TEST_F(TarDatasetTest, EioReadingALabelNamesTheLabelMember) {
   testing::Faults faults;
-  faults.eio_at_offset = image_offset_[1] + ((clean_.samples.at(1).second.size() + 511) / 512) * 512 + 512;
+  faults.eio_at_offset =
+      image_offset_[1] + ((clean_.samples.at(1).second.size() + 511) / 512) * 512 + 512;
   testing::FaultInjector injector(faults);
   auto ds = TarDataset::Open({path_});
   ASSERT_FALSE(ds.ok());
@@ -174,8 +180,9 @@ TEST_F(TarDatasetTest, AShortReadOfAnImageIsAnErrorNeverShortData) {
   faults.short_at_offset = image_offset_[4] + 300;
   const testing::RawEpoch raise = RunWithFaults(faults, 2, ErrorPolicy::kRaise, 0);
   EXPECT_EQ(raise.status.code(), StatusCode::kDataLoss) << raise.status;
-  ExpectParts(raise.status, {"sample 4", "key 'train/s0004'",
-                             "truncated: no data at offset " + std::to_string(faults.short_at_offset)});
+  ExpectParts(raise.status,
+              {"sample 4", "key 'train/s0004'",
+               "truncated: no data at offset " + std::to_string(faults.short_at_offset)});
   EXPECT_EQ(raise.samples.count(4), 0u);
   const testing::RawEpoch skip = RunWithFaults(faults, 2, ErrorPolicy::kSkip, 1);
   ASSERT_TRUE(skip.status.ok()) << skip.status;
@@ -192,8 +199,8 @@ TEST_F(TarDatasetTest, EioOnTheNthReadAfterIndexingLosesOneSample) {
   testing::FaultInjector injector(faults);
   auto ds = TarDataset::Open({path_});
   ASSERT_TRUE(ds.ok()) << ds.status();
-  const testing::RawEpoch e = testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, 1,
-                                                   ErrorPolicy::kSkip, 1);
+  const testing::RawEpoch e =
+      testing::RunRawEpoch(MakeTarReadOp(*ds), kSamples, kMaxBytes, 1, ErrorPolicy::kSkip, 1);
   ASSERT_TRUE(e.status.ok()) << e.status;
   ASSERT_EQ(e.skipped.size(), 1u);
   EXPECT_EQ(e.skipped[0].sample_id, 4u);  // one thread, unshuffled: the fifth read is sample 4

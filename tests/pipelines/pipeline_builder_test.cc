@@ -28,8 +28,9 @@ namespace fs = std::filesystem;
 class PipelineBuilderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("feedline_pipelines_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("feedline_pipelines_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     const char* names[] = {"a/0.jpg", "a/1.jpg", "b/2.jpg", "b/3.jpg"};
     testing::TarWriter tar;
@@ -115,7 +116,8 @@ TEST_F(PipelineBuilderTest, RawBytesDeliverEachRecordAsStoredWithItsLength) {
   SampleSpec spec;
   spec.output = SampleSpec::Output::kRawBytes;
   spec.max_record_bytes = 0;
-  for (const auto& j : jpegs_) spec.max_record_bytes = std::max<uint64_t>(spec.max_record_bytes, j.size());
+  for (const auto& j : jpegs_)
+    spec.max_record_bytes = std::max<uint64_t>(spec.max_record_bytes, j.size());
   for (const fs::path& path : {dir_ / "folder", dir_ / "data.tar", dir_ / "packed"}) {
     SCOPED_TRACE(path.string());
     auto source = OpenSource(path.string());
@@ -131,7 +133,8 @@ TEST_F(PipelineBuilderTest, RawBytesDeliverEachRecordAsStoredWithItsLength) {
       std::memcpy(&n, lengths[i].data(), sizeof(n));
       ASSERT_EQ(static_cast<size_t>(n), jpegs_[i].size());
       EXPECT_TRUE(std::equal(jpegs_[i].begin(), jpegs_[i].end(), bytes[i].begin()));
-      EXPECT_TRUE(std::all_of(bytes[i].begin() + n, bytes[i].end(), [](uint8_t b) { return b == 0; }));
+      EXPECT_TRUE(
+          std::all_of(bytes[i].begin() + n, bytes[i].end(), [](uint8_t b) { return b == 0; }));
     }
   }
 }

@@ -61,10 +61,11 @@ int Decode(const ImageFolder& folder, uint64_t count) {
     ++done;
   }
   const double s = Since(t0);
-  std::printf("{\"mode\": \"decode\", \"threads\": 1, \"images\": %llu, \"seconds\": %.4f, "
-              "\"images_per_s\": %.1f, \"cpu_s\": %.3f, \"checksum\": %llu}\n",
-              static_cast<unsigned long long>(done), s, done / s, CpuSeconds() - cpu0,
-              static_cast<unsigned long long>(checksum));
+  std::printf(
+      "{\"mode\": \"decode\", \"threads\": 1, \"images\": %llu, \"seconds\": %.4f, "
+      "\"images_per_s\": %.1f, \"cpu_s\": %.3f, \"checksum\": %llu}\n",
+      static_cast<unsigned long long>(done), s, done / s, CpuSeconds() - cpu0,
+      static_cast<unsigned long long>(checksum));
   return 0;
 }
 
@@ -75,9 +76,12 @@ const Usage& BenchPipelineUsage() {
       "bench-pipeline",
       {"DIR [options]"},
       "measure one loader configuration (JSON)",
-      "pipeline mode: the feedline loader over an ImageFolder (read, decode only the crop at reduced\n"
-      "DCT scale, resample, flip, normalise, float32 CHW batches); images/s over K batches after W\n"
-      "warm-up batches. decode mode: the per-core baseline, each file read and decoded whole at full\n"
+      "pipeline mode: the feedline loader over an ImageFolder (read, decode only the crop at "
+      "reduced\n"
+      "DCT scale, resample, flip, normalise, float32 CHW batches); images/s over K batches after "
+      "W\n"
+      "warm-up batches. decode mode: the per-core baseline, each file read and decoded whole at "
+      "full\n"
       "size on one thread. Prints one JSON line.",
       {{"DIR", "an ImageFolder tree"}},
       {{"mode", "M", "pipeline", "pipeline or decode"},
@@ -100,22 +104,25 @@ int RunBenchPipeline(const std::vector<std::string>& args) {
   const Flags* f = &flags;
   if (f->positional().size() != 1) return UsageError(BenchPipelineUsage(), "expected one DIR");
   const std::string mode = f->Get("mode", "pipeline");
-  if (mode != "pipeline" && mode != "decode") return UsageError(BenchPipelineUsage(), "--mode pipeline|decode");
+  if (mode != "pipeline" && mode != "decode")
+    return UsageError(BenchPipelineUsage(), "--mode pipeline|decode");
   auto folder = ImageFolder::Open(f->positional()[0]);
   if (!folder.ok()) return Fail(folder.status());
   // 0 = auto (the tuner) for threads, ring depth, CPU and RAM budgets.
   auto threads = f->GetUint("threads", 0), batch = f->GetUint("batch", 256);
-  auto budget = f->GetUint("cpu-budget", 0), ring = f->GetUint("ring-depth", 0), ram = f->GetUint("ram-budget", 0);
+  auto budget = f->GetUint("cpu-budget", 0), ring = f->GetUint("ring-depth", 0),
+       ram = f->GetUint("ram-budget", 0);
   auto batches = f->GetUint("batches", 20), warmup = f->GetUint("warmup", 2);
   auto images = f->GetUint("images", (*folder)->files.size());
-  for (const Status& st : {threads.status(), batch.status(), batches.status(), warmup.status(), images.status(),
-                           budget.status(), ring.status(), ram.status()}) {
+  for (const Status& st : {threads.status(), batch.status(), batches.status(), warmup.status(),
+                           images.status(), budget.status(), ring.status(), ram.status()}) {
     if (!st.ok()) return Fail(st);
   }
   if (mode == "decode") return Decode(**folder, *images);
 
   const std::string recipe = f->Get("recipe", "train");
-  if (recipe != "train" && recipe != "eval") return Fail(InvalidArgumentError("--recipe train|eval"));
+  if (recipe != "train" && recipe != "eval")
+    return Fail(InvalidArgumentError("--recipe train|eval"));
   const ImageTransform t = recipe == "train" ? ImageNetTrain(224) : ImageNetEval(256, 224);
   LoaderOptions o;
   o.batch_size = *batch;
@@ -149,13 +156,14 @@ int RunBenchPipeline(const std::vector<std::string>& args) {
   const double s = Since(t0);
   const double cpu = CpuSeconds() - cpu0;
   const MetricsSnapshot m = (*loader)->Metrics();
-  std::printf("{\"mode\": \"pipeline\", \"recipe\": \"%s\", \"threads\": %u, \"batch\": %llu, "
-              "\"images\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, \"cpu_s\": %.3f, "
-              "\"first_batch_s\": %.4f, \"consumer_wait_s\": %.4f, \"decode_ns_per_image\": %.0f}\n",
-              recipe.c_str(), (*loader)->num_threads(), static_cast<unsigned long long>(*batch),
-              static_cast<unsigned long long>(samples), s, samples / s, cpu, first_batch_s,
-              m.consumer.wait_ns / 1e9,
-              m.ops.size() > 1 && m.ops[1].items ? double(m.ops[1].busy_ns) / m.ops[1].items : 0.0);
+  std::printf(
+      "{\"mode\": \"pipeline\", \"recipe\": \"%s\", \"threads\": %u, \"batch\": %llu, "
+      "\"images\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, \"cpu_s\": %.3f, "
+      "\"first_batch_s\": %.4f, \"consumer_wait_s\": %.4f, \"decode_ns_per_image\": %.0f}\n",
+      recipe.c_str(), (*loader)->num_threads(), static_cast<unsigned long long>(*batch),
+      static_cast<unsigned long long>(samples), s, samples / s, cpu, first_batch_s,
+      m.consumer.wait_ns / 1e9,
+      m.ops.size() > 1 && m.ops[1].items ? double(m.ops[1].busy_ns) / m.ops[1].items : 0.0);
   return 0;
 }
 

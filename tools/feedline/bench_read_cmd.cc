@@ -25,7 +25,8 @@ const Usage& BenchReadUsage() {
       {{"SRC", "packed shards, WebDataset tars, an ImageFolder tree, or an http(s):// URL"}},
       {{"threads", "N", "0 = auto", "loader threads"},
        {"passes", "K", "3", "passes over the whole source"},
-       {"read-ahead-bytes", "N", "64 MiB for a URL, 0 otherwise", "bytes of shard data read ahead"}},
+       {"read-ahead-bytes", "N", "64 MiB for a URL, 0 otherwise",
+        "bytes of shard data read ahead"}},
   };
   return u;
 }
@@ -76,10 +77,11 @@ int RunBenchRead(const std::vector<std::string>& args) {
     samples += b.size();
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("{\"source\": \"%s\", \"threads\": %u, \"samples\": %llu, \"seconds\": %.4f, "
-              "\"samples_per_s\": %.1f, \"mb_per_s\": %.1f}\n",
-              SourceKindName(source->kind), (*loader)->num_threads(), static_cast<unsigned long long>(samples), s,
-              samples / s, bytes / 1e6 / s);
+  std::printf(
+      "{\"source\": \"%s\", \"threads\": %u, \"samples\": %llu, \"seconds\": %.4f, "
+      "\"samples_per_s\": %.1f, \"mb_per_s\": %.1f}\n",
+      SourceKindName(source->kind), (*loader)->num_threads(),
+      static_cast<unsigned long long>(samples), s, samples / s, bytes / 1e6 / s);
   return 0;
 }
 

@@ -149,13 +149,16 @@ const Usage& DemoUsage() {
       {"[--data DIR] [--samples N] [--threads N]"},
       "run the engine demonstration",
       "The loader at work: throughput by thread count, bit-identical output across thread counts,\n"
-      "exact mid-epoch resume, the metrics snapshot, and starvation against simulated accelerators\n"
-      "(sleeps of a fixed time per batch, not a real device). With --data, on an image folder with the\n"
+      "exact mid-epoch resume, the metrics snapshot, and starvation against simulated "
+      "accelerators\n"
+      "(sleeps of a fixed time per batch, not a real device). With --data, on an image folder with "
+      "the\n"
       "ImageNet train recipe; without, on a synthetic pipeline.",
       {},
       {{"data", "DIR", "none: a synthetic pipeline", "an ImageFolder tree to load"},
        {"samples", "N", "8192", "synthetic samples per epoch (ignored with --data)"},
-       {"threads", "N", "the available cores", "the largest thread count measured (1, 2, 4, ... up to N)"}},
+       {"threads", "N", "the available cores",
+        "the largest thread count measured (1, 2, 4, ... up to N)"}},
   };
   return u;
 }
@@ -163,7 +166,8 @@ const Usage& DemoUsage() {
 int RunDemo(const std::vector<std::string>& args) {
   Flags f;
   if (auto rc = ParseOrExit(args, DemoUsage(), &f)) return *rc;
-  if (!f.positional().empty()) return UsageError(DemoUsage(), "unexpected argument '" + f.positional()[0] + "'");
+  if (!f.positional().empty())
+    return UsageError(DemoUsage(), "unexpected argument '" + f.positional()[0] + "'");
   auto samples = f.GetUint("samples", 8192), threads = f.GetUint("threads", AvailableCores());
   if (!samples.ok()) return Fail(samples.status());
   if (!threads.ok()) return Fail(threads.status());
@@ -178,14 +182,16 @@ int RunDemo(const std::vector<std::string>& args) {
     if (!folder.ok()) return Fail(folder.status());
     g_folder = *folder;
     n = g_folder->files.size();
-    std::printf("feedline demo: %llu images in %zu classes from %s\n"
-                "ImageNet train recipe: RandomResizedCrop(224) + flip + normalise, decoded only\n"
-                "where the crop needs it, into float32 CHW batches of 64\n\n",
-                static_cast<unsigned long long>(n), g_folder->classes.size(), data.c_str());
+    std::printf(
+        "feedline demo: %llu images in %zu classes from %s\n"
+        "ImageNet train recipe: RandomResizedCrop(224) + flip + normalise, decoded only\n"
+        "where the crop needs it, into float32 CHW batches of 64\n\n",
+        static_cast<unsigned long long>(n), g_folder->classes.size(), data.c_str());
   } else {
-    std::printf("feedline engine demo: %llu synthetic samples, %dx%d crop + flip + normalise to\n"
-                "float32 CHW batches of 64\n\n",
-                static_cast<unsigned long long>(n), kCrop, kCrop);
+    std::printf(
+        "feedline engine demo: %llu synthetic samples, %dx%d crop + flip + normalise to\n"
+        "float32 CHW batches of 64\n\n",
+        static_cast<unsigned long long>(n), kCrop, kCrop);
   }
 
   std::printf("%-8s %12s %10s  %s\n", "threads", "samples/s", "speedup", "stream checksum");
@@ -219,11 +225,11 @@ int RunDemo(const std::vector<std::string>& args) {
   if (!resumed.ok()) return Fail(resumed.status());
   if (!reference.ok()) return Fail(reference.status());
   const bool resume_ok = resumed->checksum == reference->checksum;
-  std::printf("resume from a %zu-byte state saved half way: %llu samples, checksum %016llx,\n"
-              "identical with 1 and %u threads: %s\n\n",
-              half_state.size(), static_cast<unsigned long long>(resumed->samples),
-              static_cast<unsigned long long>(resumed->checksum), counts.back(),
-              resume_ok ? "yes" : "NO");
+  std::printf(
+      "resume from a %zu-byte state saved half way: %llu samples, checksum %016llx,\n"
+      "identical with 1 and %u threads: %s\n\n",
+      half_state.size(), static_cast<unsigned long long>(resumed->samples),
+      static_cast<unsigned long long>(resumed->checksum), counts.back(), resume_ok ? "yes" : "NO");
 
   Result<RunResult> full = RunEpoch(n, counts.back(), "", Consumer::kCount);
   if (!full.ok()) return Fail(full.status());

@@ -35,7 +35,8 @@ int RunDoctor(const std::vector<std::string>& args) {
   const char* python = std::getenv("FEEDLINE_PYTHON");
   if (python == nullptr) python = FEEDLINE_PYTHON_EXECUTABLE;
   std::string path = FEEDLINE_PYTHON_DIR;
-  if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') path += std::string(":") + old;
+  if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0')
+    path += std::string(":") + old;
   setenv("PYTHONPATH", path.c_str(), 1);
   std::vector<std::string> argv = {python, "-m", "feedline.doctor"};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -43,7 +44,8 @@ int RunDoctor(const std::vector<std::string>& args) {
   for (std::string& a : argv) c.push_back(a.data());
   c.push_back(nullptr);
   execv(python, c.data());
-  std::fprintf(stderr, "feedline doctor: cannot run %s: %s (set FEEDLINE_PYTHON to a Python with torch)\n",
+  std::fprintf(stderr,
+               "feedline doctor: cannot run %s: %s (set FEEDLINE_PYTHON to a Python with torch)\n",
                python, std::strerror(errno));
   return 1;
 }

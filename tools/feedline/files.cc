@@ -27,13 +27,17 @@ Status Require(const fs::path& path, fs::file_type want) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec) {
-    if (ec.value() == ELOOP) return InvalidArgumentError("'" + path.string() + "' is a symlink loop");
-    if (ec == std::errc::no_such_file_or_directory) return NotFoundError("'" + path.string() + "' does not exist");
+    if (ec.value() == ELOOP)
+      return InvalidArgumentError("'" + path.string() + "' is a symlink loop");
+    if (ec == std::errc::no_such_file_or_directory)
+      return NotFoundError("'" + path.string() + "' does not exist");
     return UnavailableError("cannot stat '" + path.string() + "': " + ec.message());
   }
   if (st.type() == want) return Status::OK();
-  if (st.type() == fs::file_type::not_found) return NotFoundError("'" + path.string() + "' does not exist");
-  return InvalidArgumentError("'" + path.string() + "' is " + TypeName(st.type()) + ", not " + TypeName(want));
+  if (st.type() == fs::file_type::not_found)
+    return NotFoundError("'" + path.string() + "' does not exist");
+  return InvalidArgumentError("'" + path.string() + "' is " + TypeName(st.type()) + ", not " +
+                              TypeName(want));
 }
 
 }  // namespace
@@ -51,7 +55,8 @@ Result<std::vector<uint8_t>> ReadRegularFile(const std::string& path) {
 Result<std::vector<fs::path>> ListDirectory(const fs::path& dir) {
   std::vector<fs::path> out;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path());
   if (ec) return UnavailableError("cannot list '" + dir.string() + "': " + ec.message());
   return out;
 }

@@ -19,7 +19,8 @@ const Option* Find(const Usage& usage, const std::string& name) {
 
 // "-x" and "--x" are options; "-" alone and negative numbers ("-1") are not.
 bool LooksLikeOption(const std::string& a) {
-  return a.size() >= 2 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '.';
+  return a.size() >= 2 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1])) &&
+         a[1] != '.';
 }
 
 }  // namespace
@@ -56,7 +57,8 @@ std::string Usage::ToString() const {
   s += "\noptions:\n";
   for (const Option& o : options) {
     std::string help = o.help;
-    if (!o.value.empty()) help += " (default: " + (o.fallback.empty() ? std::string("none") : o.fallback) + ")";
+    if (!o.value.empty())
+      help += " (default: " + (o.fallback.empty() ? std::string("none") : o.fallback) + ")";
     column("--" + o.name + (o.value.empty() ? "" : " " + o.value), help, width);
   }
   column("-h, --help", "print this help and exit", width);
@@ -68,7 +70,8 @@ Result<Flags> Flags::Parse(const std::vector<std::string>& args, const Usage& us
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") {
-      f.positional_.insert(f.positional_.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      f.positional_.insert(f.positional_.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                           args.end());
       break;
     }
     if (a == "--help" || a == "-h") {
@@ -84,7 +87,8 @@ Result<Flags> Flags::Parse(const std::vector<std::string>& args, const Usage& us
     if (o->value.empty()) {
       f.values_[o->name] = "1";
     } else {
-      if (i + 1 >= args.size()) return InvalidArgumentError(a + " needs a value (" + o->value + ")");
+      if (i + 1 >= args.size())
+        return InvalidArgumentError(a + " needs a value (" + o->value + ")");
       f.values_[o->name] = args[++i];
     }
   }
@@ -103,7 +107,8 @@ Result<uint64_t> Flags::GetUint(const std::string& name, uint64_t fallback) cons
   errno = 0;
   const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
   if (it->second.empty() || *end != '\0' || it->second[0] == '-' || errno == ERANGE) {
-    return InvalidArgumentError("--" + name + " wants a non-negative integer, got '" + it->second + "'");
+    return InvalidArgumentError("--" + name + " wants a non-negative integer, got '" + it->second +
+                                "'");
   }
   return static_cast<uint64_t>(v);
 }
@@ -119,7 +124,8 @@ Result<double> Flags::GetDouble(const std::string& name, double fallback) const 
   return v;
 }
 
-std::optional<int> ParseOrExit(const std::vector<std::string>& args, const Usage& usage, Flags* flags) {
+std::optional<int> ParseOrExit(const std::vector<std::string>& args, const Usage& usage,
+                               Flags* flags) {
   Result<Flags> f = Flags::Parse(args, usage);
   if (!f.ok()) return UsageError(usage, std::string(f.status().message()));
   if (f->help()) {
@@ -131,7 +137,8 @@ std::optional<int> ParseOrExit(const std::vector<std::string>& args, const Usage
 }
 
 int UsageError(const Usage& usage, const std::string& message) {
-  std::fprintf(stderr, "feedline %s: %s\n\n%s", usage.command.c_str(), message.c_str(), usage.ToString().c_str());
+  std::fprintf(stderr, "feedline %s: %s\n\n%s", usage.command.c_str(), message.c_str(),
+               usage.ToString().c_str());
   return 2;
 }
 

@@ -15,9 +15,9 @@
 namespace feedline::cli {
 
 struct Option {
-  std::string name;         // without the leading "--"
-  std::string value;        // the value's placeholder ("N", "DIR"); empty for a switch
-  std::string fallback;     // what the default is, in words ("0 = all cores"); empty for a switch
+  std::string name;      // without the leading "--"
+  std::string value;     // the value's placeholder ("N", "DIR"); empty for a switch
+  std::string fallback;  // what the default is, in words ("0 = all cores"); empty for a switch
   std::string help;
 };
 
@@ -28,10 +28,10 @@ struct Argument {
 
 // Everything `feedline CMD --help` prints, and what the parser accepts.
 struct Usage {
-  std::string command;                 // "pack", as typed after `feedline`
-  std::vector<std::string> synopses;   // "SRC OUT [options]", one per form
-  std::string summary;                 // one line, for `feedline --help`
-  std::string description;             // a paragraph; may be empty
+  std::string command;                // "pack", as typed after `feedline`
+  std::vector<std::string> synopses;  // "SRC OUT [options]", one per form
+  std::string summary;                // one line, for `feedline --help`
+  std::string description;            // a paragraph; may be empty
   std::vector<Argument> arguments;
   std::vector<Option> options;
 
@@ -63,7 +63,8 @@ class Flags {
 // prints the usage to stdout and returns 0; on a bad option prints the error
 // and the usage to stderr and returns 2; otherwise returns nullopt and the
 // command runs.
-std::optional<int> ParseOrExit(const std::vector<std::string>& args, const Usage& usage, Flags* flags);
+std::optional<int> ParseOrExit(const std::vector<std::string>& args, const Usage& usage,
+                               Flags* flags);
 
 // A usage error found after parsing (wrong number of positionals, options
 // that exclude each other): "feedline CMD: MESSAGE" and the usage on stderr;

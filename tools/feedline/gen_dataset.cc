@@ -65,8 +65,12 @@ Result<Generated> Generate(const std::vector<RgbImage>& photos, uint64_t seed, u
   // Output shape.
   const bool landscape = rng.Bernoulli(0.75);
   const double pick = rng.Uniform();
-  const double aspect = pick < 0.5 ? 4.0 / 3 : pick < 0.7 ? 1.5 : pick < 0.8 ? 1.0 : rng.Uniform(1.0, 1.8);
-  const uint32_t long_side = rng.Bernoulli(0.6) ? 500u : static_cast<uint32_t>(rng.Uniform(300, 500));
+  const double aspect = pick < 0.5   ? 4.0 / 3
+                        : pick < 0.7 ? 1.5
+                        : pick < 0.8 ? 1.0
+                                     : rng.Uniform(1.0, 1.8);
+  const uint32_t long_side =
+      rng.Bernoulli(0.6) ? 500u : static_cast<uint32_t>(rng.Uniform(300, 500));
   const uint32_t short_side = std::max(32u, static_cast<uint32_t>(std::lround(long_side / aspect)));
   const uint32_t ow = landscape ? long_side : short_side, oh = landscape ? short_side : long_side;
   // Crop of the photograph with that aspect, 25-100% of the area that allows.
@@ -86,7 +90,8 @@ Result<Generated> Generate(const std::vector<RgbImage>& photos, uint64_t seed, u
   const uint64_t cls = i % classes;
   const uint64_t h = Mix64(cls + 0x5EED);
   float gain[3];
-  for (int c = 0; c < 3; ++c) gain[c] = 0.8f + 0.4f * static_cast<float>((h >> (16 * c)) & 0xFFFF) / 65535.0f;
+  for (int c = 0; c < 3; ++c)
+    gain[c] = 0.8f + 0.4f * static_cast<float>((h >> (16 * c)) & 0xFFFF) / 65535.0f;
   for (size_t p = 0; p < img.pixels.size(); ++p) {
     img.pixels[p] = static_cast<uint8_t>(std::min(255.0f, img.pixels[p] * gain[p % 3]));
   }
@@ -95,14 +100,15 @@ Result<Generated> Generate(const std::vector<RgbImage>& photos, uint64_t seed, u
   const int quality = 75 + static_cast<int>(rng.UniformInt(21));
   Generated g;
   char name[96];
-  std::snprintf(name, sizeof(name), "class_%04llu/img_%08llu.%s", static_cast<unsigned long long>(cls),
-                static_cast<unsigned long long>(i), png ? "png" : "jpg");
+  std::snprintf(name, sizeof(name), "class_%04llu/img_%08llu.%s",
+                static_cast<unsigned long long>(cls), static_cast<unsigned long long>(i),
+                png ? "png" : "jpg");
   g.path = name;
   if (png) {
     if (gray) {
       for (size_t p = 0; p < img.pixels.size(); p += 3) {
-        const auto y = static_cast<uint8_t>(
-            std::lround(0.299 * img.pixels[p] + 0.587 * img.pixels[p + 1] + 0.114 * img.pixels[p + 2]));
+        const auto y = static_cast<uint8_t>(std::lround(
+            0.299 * img.pixels[p] + 0.587 * img.pixels[p + 1] + 0.114 * img.pixels[p + 2]));
         img.pixels[p] = img.pixels[p + 1] = img.pixels[p + 2] = y;
       }
     }
@@ -120,8 +126,10 @@ const Usage& GenDatasetUsage() {
       "gen-dataset",
       {"OUT [--images N] [options]"},
       "make the built-in ImageNet-like dataset",
-      "Derives an ImageFolder dataset from photographs, deterministically: image i is a pure function\n"
-      "of (seed, i): a random crop of a photograph resized to ImageNet's typical shapes, tinted per\n"
+      "Derives an ImageFolder dataset from photographs, deterministically: image i is a pure "
+      "function\n"
+      "of (seed, i): a random crop of a photograph resized to ImageNet's typical shapes, tinted "
+      "per\n"
       "class, encoded as JPEG at quality 75-95; a fraction is grayscale and a fraction PNG.",
       {{"OUT", "the folder to write class_NNNN/img_NNNNNNNN.jpg|png into"}},
       {{"images", "N", "1000", "how many images"},
@@ -141,14 +149,16 @@ int RunGenDataset(const std::vector<std::string>& args) {
   const Flags* f = &flags;
   if (f->positional().size() != 1) return UsageError(GenDatasetUsage(), "expected one OUT");
   const std::string out = f->positional()[0];
-  auto images = f->GetUint("images", 1000), classes = f->GetUint("classes", 10), seed = f->GetUint("seed", 0);
+  auto images = f->GetUint("images", 1000), classes = f->GetUint("classes", 10),
+       seed = f->GetUint("seed", 0);
   auto threads = f->GetUint("threads", 0);
   auto gray = f->GetDouble("gray-fraction", 0.1), png = f->GetDouble("png-fraction", 0.05);
   for (const Status& st : {images.status(), classes.status(), seed.status(), threads.status(),
                            gray.status(), png.status()}) {
     if (!st.ok()) return Fail(st);
   }
-  if (*classes == 0 || *images == 0) return Fail(InvalidArgumentError("--images and --classes must be > 0"));
+  if (*classes == 0 || *images == 0)
+    return Fail(InvalidArgumentError("--images and --classes must be > 0"));
   auto photos = LoadPhotos(f->Get("photos", "tests/data/photos"));
   if (!photos.ok()) return Fail(photos.status());
   std::error_code ec;
@@ -171,14 +181,16 @@ int RunGenDataset(const std::vector<std::string>& args) {
         const fs::path final_path = fs::path(out) / g->path;
         const fs::path tmp = final_path.string() + ".tmp";
         std::ofstream o(tmp, std::ios::binary);
-        o.write(reinterpret_cast<const char*>(g->bytes.data()), static_cast<std::streamsize>(g->bytes.size()));
+        o.write(reinterpret_cast<const char*>(g->bytes.data()),
+                static_cast<std::streamsize>(g->bytes.size()));
         o.close();
         std::error_code rename_ec;
         if (!o) {
           st = UnavailableError("cannot write '" + tmp.string() + "'");
         } else {
           fs::rename(tmp, final_path, rename_ec);
-          if (rename_ec) st = UnavailableError("cannot rename '" + tmp.string() + "': " + rename_ec.message());
+          if (rename_ec)
+            st = UnavailableError("cannot rename '" + tmp.string() + "': " + rename_ec.message());
         }
         bytes += g->bytes.size();
       }
@@ -190,7 +202,8 @@ int RunGenDataset(const std::vector<std::string>& args) {
     }
   };
   std::vector<std::thread> pool;
-  const uint64_t num_threads = *threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *threads;
+  const uint64_t num_threads =
+      *threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *threads;
   for (uint64_t t = 0; t < num_threads; ++t) pool.emplace_back(work);
   for (auto& t : pool) t.join();
   if (!first_error.ok()) return Fail(first_error);

@@ -45,19 +45,30 @@ Result<ImageTransform> TransformFromFlags(const Flags& f) {
     return InvalidArgumentError("--recipe must be train, eval or full");
   }
   const std::string dtype = f.Get("dtype", "float32");
-  if (dtype == "uint8") t.dtype = DType::kUInt8;
-  else if (dtype == "float32") t.dtype = DType::kFloat32;
-  else if (dtype == "float16") t.dtype = DType::kFloat16;
-  else if (dtype == "bfloat16") t.dtype = DType::kBFloat16;
-  else return InvalidArgumentError("unknown --dtype " + dtype);
+  if (dtype == "uint8")
+    t.dtype = DType::kUInt8;
+  else if (dtype == "float32")
+    t.dtype = DType::kFloat32;
+  else if (dtype == "float16")
+    t.dtype = DType::kFloat16;
+  else if (dtype == "bfloat16")
+    t.dtype = DType::kBFloat16;
+  else
+    return InvalidArgumentError("unknown --dtype " + dtype);
   const std::string layout = f.Get("layout", "chw");
-  if (layout == "chw") t.layout = Layout::kCHW;
-  else if (layout == "hwc") t.layout = Layout::kHWC;
-  else return InvalidArgumentError("--layout must be chw or hwc");
+  if (layout == "chw")
+    t.layout = Layout::kCHW;
+  else if (layout == "hwc")
+    t.layout = Layout::kHWC;
+  else
+    return InvalidArgumentError("--layout must be chw or hwc");
   const std::string interp = f.Get("interpolation", "bilinear");
-  if (interp == "bilinear") t.interpolation = Interpolation::kBilinear;
-  else if (interp == "bicubic") t.interpolation = Interpolation::kBicubic;
-  else return InvalidArgumentError("--interpolation must be bilinear or bicubic");
+  if (interp == "bilinear")
+    t.interpolation = Interpolation::kBilinear;
+  else if (interp == "bicubic")
+    t.interpolation = Interpolation::kBicubic;
+  else
+    return InvalidArgumentError("--interpolation must be bilinear or bicubic");
   t.normalize = !f.Has("no-normalize");
   t.dct_scaling = !f.Has("no-dct-scaling");
   return t;
@@ -80,7 +91,8 @@ int Info(const Flags& f) {
 }
 
 int Transform(const Flags& f) {
-  if (f.positional().size() != 3) return UsageError(ImageUsage(), "image transform takes FILE and OUT");
+  if (f.positional().size() != 3)
+    return UsageError(ImageUsage(), "image transform takes FILE and OUT");
   auto t = TransformFromFlags(f);
   if (!t.ok()) return Fail(t.status());
   auto bytes = ReadRegularFile(f.positional()[1]);
@@ -152,11 +164,13 @@ const Usage& ImageUsage() {
       {"info FILE", "transform FILE OUT [options]", "crops [options]"},
       "inspect the image path on one file",
       "info: format, size and channels of FILE.\n"
-      "transform: runs the image path on FILE, writes the output tensor's raw bytes to OUT and prints\n"
+      "transform: runs the image path on FILE, writes the output tensor's raw bytes to OUT and "
+      "prints\n"
       "the crop used (--crop, or the recipe's random crop for --seed and --id).\n"
       "crops: prints the crop boxes the recipe draws for samples 0..N-1 of a WxH image (CSV).",
       {{"FILE", "a JPEG or PNG file"}, {"OUT", "where transform writes the tensor's bytes"}},
-      {{"recipe", "R", "train", "train (random resized crop + flip), eval (resize + centre crop) or full"},
+      {{"recipe", "R", "train",
+        "train (random resized crop + flip), eval (resize + centre crop) or full"},
        {"size", "N", "224", "output side"},
        {"resize", "N", "256", "eval: the shorter side before the centre crop"},
        {"crop", "X,Y,W,H", "the recipe's crop", "transform: crop this region, then resize"},

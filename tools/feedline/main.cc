@@ -32,7 +32,8 @@ using feedline::cli::Command;
 using feedline::cli::Commands;
 
 void PrintUsage(std::FILE* out) {
-  std::fprintf(out, "usage: feedline <command> [options]\n       feedline <command> --help\n\ncommands:\n");
+  std::fprintf(
+      out, "usage: feedline <command> [options]\n       feedline <command> --help\n\ncommands:\n");
   for (const Command& c : Commands()) {
     const feedline::cli::Usage& u = c.usage();
     std::fprintf(out, "  %-16s %s\n", u.command.c_str(), u.summary.c_str());

@@ -24,19 +24,18 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstdio>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "feedline/dataset.h"
 #include "feedline/image.h"
@@ -85,7 +84,8 @@ Result<std::vector<Entry>> ReadList(const fs::path& list) {
       }
       e.path = j["path"].get<std::string>();
       if (j.contains("label")) {
-        if (!j["label"].is_number_integer()) return InvalidArgumentError(where + ": \"label\" is not an integer");
+        if (!j["label"].is_number_integer())
+          return InvalidArgumentError(where + ": \"label\" is not an integer");
         if (j["label"].is_number_unsigned() && j["label"].get<uint64_t>() > uint64_t{INT64_MAX}) {
           return InvalidArgumentError(where + ": \"label\" is out of the int64 range");
         }
@@ -166,11 +166,12 @@ void PrepareRecord(const std::string& path, const Options& o, std::vector<uint8_
       // The longer side becomes max_side; the shorter keeps the aspect.
       const double f = double(o.max_side) / std::max(info->width, info->height);
       const uint32_t w = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(info->width * f)));
-      const uint32_t h = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(info->height * f)));
+      const uint32_t h =
+          std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(info->height * f)));
       Result<RgbImage> img = DecodeImage(*data);
-      Result<RgbImage> small = img.ok() ? ResizedCrop(*img, 0, 0, img->width, img->height, w, h,
-                                                      Interpolation::kBicubic)
-                                        : Result<RgbImage>(img.status());
+      Result<RgbImage> small =
+          img.ok() ? ResizedCrop(*img, 0, 0, img->width, img->height, w, h, Interpolation::kBicubic)
+                   : Result<RgbImage>(img.status());
       // PNG stays PNG (lossless stays lossless); everything else is JPEG.
       Result<std::vector<uint8_t>> encoded =
           !small.ok() ? Result<std::vector<uint8_t>>(small.status())
@@ -185,7 +186,8 @@ void PrepareRecord(const std::string& path, const Options& o, std::vector<uint8_
       }
     }
   }
-  if (o.restart_interval > 0 && SniffImageFormat(*data) != ImageFormat::kJpeg) counts->not_jpeg += 1;
+  if (o.restart_interval > 0 && SniffImageFormat(*data) != ImageFormat::kJpeg)
+    counts->not_jpeg += 1;
   if (o.restart_interval > 0 && SniffImageFormat(*data) == ImageFormat::kJpeg) {
     std::vector<uint8_t> out;
     const Status st = image::TranscodeJpegWithRestarts(*data, o.restart_interval, &out);
@@ -212,7 +214,8 @@ nlohmann::json PackField(const Options& o) {
 // Refuses to resume over shards packed with other options than `want`, as
 // recorded by the manifest's "pack" field or a killed run's options file.
 // Neither present (a run of an older feedline): nothing to compare.
-Status CheckResumedOptions(const fs::path& manifest, const fs::path& options, const nlohmann::json& want) {
+Status CheckResumedOptions(const fs::path& manifest, const fs::path& options,
+                           const nlohmann::json& want) {
   nlohmann::json had;
   std::string from;
   if (auto m = ReadRegularFile(manifest.string()); m.ok()) {
@@ -226,9 +229,9 @@ Status CheckResumedOptions(const fs::path& manifest, const fs::path& options, co
     return Status::OK();
   }
   if (had != want) {
-    return FailedPreconditionError("cannot --resume: the shards were packed with options " + had.dump() + " (" +
-                                   from + "), this run asks for " + want.dump() +
-                                   "; pass the same options, or --overwrite");
+    return FailedPreconditionError("cannot --resume: the shards were packed with options " +
+                                   had.dump() + " (" + from + "), this run asks for " +
+                                   want.dump() + "; pass the same options, or --overwrite");
   }
   return Status::OK();
 }
@@ -253,12 +256,14 @@ Status WriteFileAtomically(const fs::path& path, const std::string& text) {
       const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      return (err == ENOSPC ? ResourceExhaustedError : UnavailableError)("cannot write '" + tmp + "': " + std::strerror(err));
+      return (err == ENOSPC ? ResourceExhaustedError : UnavailableError)(
+          "cannot write '" + tmp + "': " + std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) return UnavailableError("cannot sync '" + tmp + "'");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return UnavailableError("cannot rename '" + tmp + "'");
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return UnavailableError("cannot rename '" + tmp + "'");
   return Status::OK();
 }
 
@@ -286,13 +291,15 @@ Status PrepareOutput(const fs::path& out, const Options& o) {
                                    " files that are not feedline shards; choose an empty folder");
   }
   if (ours > 0 && !o.overwrite && !o.resume) {
-    return FailedPreconditionError("output '" + out.string() + "' is not empty (" + std::to_string(ours) +
-                                   " shard/manifest files); pass --overwrite to replace them or --resume to continue");
+    return FailedPreconditionError(
+        "output '" + out.string() + "' is not empty (" + std::to_string(ours) +
+        " shard/manifest files); pass --overwrite to replace them or --resume to continue");
   }
   if (o.overwrite) {
     for (const fs::path& p : listed) {
       if (p.extension() == ".partial") continue;
-      if (!fs::remove(p, ec) && ec) return UnavailableError("cannot remove '" + p.string() + "': " + ec.message());
+      if (!fs::remove(p, ec) && ec)
+        return UnavailableError("cannot remove '" + p.string() + "': " + ec.message());
     }
   }
   return Status::OK();
@@ -310,14 +317,16 @@ int Merge(const fs::path& out) {
     // At most 9 digits: --part writes what fits an int, and stoi must not throw.
     if (!std::regex_match(name, m, part_re) || m[1].length() > 9 || m[2].length() > 9) continue;
     const int n = std::stoi(m[2]);
-    if (total >= 0 && n != total) return Fail(InvalidArgumentError("part manifests disagree on the number of parts"));
+    if (total >= 0 && n != total)
+      return Fail(InvalidArgumentError("part manifests disagree on the number of parts"));
     total = n;
     parts.emplace_back(std::stoi(m[1]), path);
   }
   if (total < 0) return Fail(NotFoundError("no part manifests in '" + out.string() + "'"));
   std::sort(parts.begin(), parts.end());
   if (static_cast<int>(parts.size()) != total) {
-    return Fail(FailedPreconditionError(std::to_string(parts.size()) + " of " + std::to_string(total) +
+    return Fail(FailedPreconditionError(std::to_string(parts.size()) + " of " +
+                                        std::to_string(total) +
                                         " parts are packed; run the missing parts first"));
   }
   DatasetManifest merged;
@@ -330,14 +339,16 @@ int Merge(const fs::path& out) {
     const nlohmann::json part_pack =
         raw.is_object() && raw.contains("pack") ? raw["pack"] : nlohmann::json::object();
     if (i > 0 && part_pack != pack) {
-      return Fail(InvalidArgumentError("part " + std::to_string(i) + " was packed with other options (" +
-                                       part_pack.dump() + ") than part 0 (" + pack.dump() + ")"));
+      return Fail(InvalidArgumentError("part " + std::to_string(i) +
+                                       " was packed with other options (" + part_pack.dump() +
+                                       ") than part 0 (" + pack.dump() + ")"));
     }
     pack = part_pack;
     auto m = DatasetManifest::Parse(text);
     if (!m.ok()) return Fail(m.status().WithContext(path.string()));
     if (i > 0 && m->classes != merged.classes) {
-      return Fail(InvalidArgumentError("part " + std::to_string(i) + " lists other classes than part 0"));
+      return Fail(
+          InvalidArgumentError("part " + std::to_string(i) + " lists other classes than part 0"));
     }
     merged.classes = m->classes;
     merged.records += m->records;
@@ -357,24 +368,32 @@ const Usage& PackUsage() {
       "pack",
       {"SRC OUT [options]", "--merge OUT"},
       "pack an image folder or list into shards",
-      "Records keep the source order (sorted for folders) and shards are cut at fixed points of the\n"
-      "input size, so the output is the same for the same input whatever the thread count. Shards and\n"
+      "Records keep the source order (sorted for folders) and shards are cut at fixed points of "
+      "the\n"
+      "input size, so the output is the same for the same input whatever the thread count. Shards "
+      "and\n"
       "the manifest are written to .partial names, fsynced and renamed: a crash never leaves a\n"
       "dataset that looks complete.",
-      {{"SRC", "an ImageFolder tree (class sub-folders give labels), or a list file: .csv\n"
-               "(path,label[,key]) or .jsonl ({\"path\", \"label\", \"key\"} per line)"},
+      {{"SRC",
+        "an ImageFolder tree (class sub-folders give labels), or a list file: .csv\n"
+        "(path,label[,key]) or .jsonl ({\"path\", \"label\", \"key\"} per line)"},
        {"OUT", "the output folder (created; must be empty unless --overwrite or --resume)"}},
-      {{"shard-bytes", "N", std::to_string(Options{}.shard_bytes), "cut a shard after N bytes of input data"},
+      {{"shard-bytes", "N", std::to_string(Options{}.shard_bytes),
+        "cut a shard after N bytes of input data"},
        {"threads", "N", "0 = one per core", "shards written in parallel"},
-       {"part", "I/N", "0/1, everything", "pack only the I-th of N slices, with its own part manifest"},
+       {"part", "I/N", "0/1, everything",
+        "pack only the I-th of N slices, with its own part manifest"},
        {"overwrite", "", "", "replace the shards and manifest already in OUT"},
        {"resume", "", "", "keep the finished shards of a killed run that match the plan"},
        {"merge", "", "", "join the part manifests in OUT into one manifest"},
-       {"skip-hidden-dirs", "", "", "skip directories whose names start with '.' (.ipynb_checkpoints)"},
+       {"skip-hidden-dirs", "", "",
+        "skip directories whose names start with '.' (.ipynb_checkpoints)"},
        {"restart-interval", "N", "0, off",
-        "rewrite JPEGs losslessly with a restart marker every N MCUs (snapped per image to tile the\n"
+        "rewrite JPEGs losslessly with a restart marker every N MCUs (snapped per image to tile "
+        "the\n"
         "MCU rows), so crops decode only the intervals they cover"},
-       {"max-side", "N", "0, off", "resize images whose longer side is over N to N (bicubic, antialiased)"},
+       {"max-side", "N", "0, off",
+        "resize images whose longer side is over N to N (bicubic, antialiased)"},
        {"quality", "Q", "90", "JPEG quality of the images --max-side resizes"}},
   };
   return u;
@@ -385,7 +404,8 @@ int RunPack(const std::vector<std::string>& args) {
   if (auto rc = ParseOrExit(args, PackUsage(), &flags)) return *rc;
   const Flags* f = &flags;
   if (f->Has("merge")) {
-    if (f->positional().size() != 1) return UsageError(PackUsage(), "--merge takes one folder, OUT");
+    if (f->positional().size() != 1)
+      return UsageError(PackUsage(), "--merge takes one folder, OUT");
     return Merge(f->positional()[0]);
   }
   if (f->positional().size() != 2) return UsageError(PackUsage(), "expected SRC and OUT");
@@ -394,24 +414,29 @@ int RunPack(const std::vector<std::string>& args) {
   if (!sb.ok()) return Fail(sb.status());
   if (!th.ok()) return Fail(th.status());
   o.shard_bytes = std::max<uint64_t>(1, *sb);
-  o.threads = static_cast<uint32_t>(*th == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *th);
-  auto ri = f->GetUint("restart-interval", 0), ms = f->GetUint("max-side", 0), q = f->GetUint("quality", 90);
+  o.threads =
+      static_cast<uint32_t>(*th == 0 ? std::max(1u, std::thread::hardware_concurrency()) : *th);
+  auto ri = f->GetUint("restart-interval", 0), ms = f->GetUint("max-side", 0),
+       q = f->GetUint("quality", 90);
   if (!ri.ok()) return Fail(ri.status());
   if (!ms.ok()) return Fail(ms.status());
   if (!q.ok()) return Fail(q.status());
   if (*ri > 65535) return Fail(InvalidArgumentError("--restart-interval is at most 65535 MCUs"));
   if (*q < 1 || *q > 100) return Fail(InvalidArgumentError("--quality wants 1..100"));
-  if (f->Has("quality") && *ms == 0) return UsageError(PackUsage(), "--quality applies to --max-side only");
+  if (f->Has("quality") && *ms == 0)
+    return UsageError(PackUsage(), "--quality applies to --max-side only");
   o.restart_interval = static_cast<uint32_t>(*ri);
   o.max_side = static_cast<uint32_t>(std::min<uint64_t>(*ms, 65535));
   o.quality = static_cast<uint32_t>(*q);
   o.overwrite = f->Has("overwrite");
   o.resume = f->Has("resume");
-  if (o.overwrite && o.resume) return UsageError(PackUsage(), "--overwrite and --resume exclude each other");
+  if (o.overwrite && o.resume)
+    return UsageError(PackUsage(), "--overwrite and --resume exclude each other");
   if (f->Has("part") && std::sscanf(f->Get("part").c_str(), "%u/%u", &o.part, &o.parts) != 2) {
     return Fail(InvalidArgumentError("--part wants i/n"));
   }
-  if (o.parts == 0 || o.part >= o.parts) return Fail(InvalidArgumentError("--part i/n needs 0 <= i < n"));
+  if (o.parts == 0 || o.part >= o.parts)
+    return Fail(InvalidArgumentError("--part i/n needs 0 <= i < n"));
   const fs::path src = f->positional()[0], out = f->positional()[1];
   Status st;
 
@@ -431,7 +456,8 @@ int RunPack(const std::vector<std::string>& args) {
     if (!folder.ok()) return Fail(folder.status());
     classes = (*folder)->classes;
     for (size_t i = 0; i < (*folder)->files.size(); ++i) {
-      entries.push_back({(src / (*folder)->files[i]).string(), (*folder)->labels[i], (*folder)->files[i], 0});
+      entries.push_back(
+          {(src / (*folder)->files[i]).string(), (*folder)->labels[i], (*folder)->files[i], 0});
     }
   } else {
     auto list = ReadList(src);
@@ -449,12 +475,14 @@ int RunPack(const std::vector<std::string>& args) {
   }
   // Cut shards at fixed points of the input size.
   std::vector<Plan> plan;
-  const std::string prefix = o.parts > 1 ? "part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + "-" : "";
+  const std::string prefix =
+      o.parts > 1 ? "part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + "-" : "";
   for (size_t i = begin; i < end;) {
     Plan p;
     p.begin = i;
     uint64_t bytes = 0;
-    while (i < end && (bytes == 0 || bytes + entries[i].bytes <= o.shard_bytes)) bytes += entries[i++].bytes;
+    while (i < end && (bytes == 0 || bytes + entries[i].bytes <= o.shard_bytes))
+      bytes += entries[i++].bytes;
     p.end = i;
     char name[64];
     std::snprintf(name, sizeof(name), "shard-%05zu.fls", plan.size());
@@ -463,8 +491,9 @@ int RunPack(const std::vector<std::string>& args) {
   }
   st = PrepareOutput(out, o);
   if (!st.ok()) return Fail(st);
-  const std::string manifest_name =
-      o.parts > 1 ? "manifest.part-" + std::to_string(o.part) + "-of-" + std::to_string(o.parts) + ".json" : kManifestName;
+  const std::string manifest_name = o.parts > 1 ? "manifest.part-" + std::to_string(o.part) +
+                                                      "-of-" + std::to_string(o.parts) + ".json"
+                                                : kManifestName;
   // --resume keeps shards that match the plan; they must also have been
   // packed with the same options. A finished run says so in its manifest,
   // a killed one in the options file written before any shard.
@@ -526,13 +555,14 @@ int RunPack(const std::vector<std::string>& args) {
   };
   const auto t0 = Clock::now();
   std::vector<std::thread> pool;
-  for (uint32_t t = 0; t < std::min<size_t>(o.threads, std::max<size_t>(1, plan.size())); ++t) pool.emplace_back(work);
+  for (uint32_t t = 0; t < std::min<size_t>(o.threads, std::max<size_t>(1, plan.size())); ++t)
+    pool.emplace_back(work);
   const bool tty = ::isatty(2);
   while (tty && done_records < end - begin && !failed) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::fprintf(stderr, "\rpacked %llu/%zu records, %.1f MB (%.1f MB/s)   ",
-                 static_cast<unsigned long long>(done_records.load()), end - begin, done_bytes / 1e6,
-                 s > 0 ? done_bytes / 1e6 / s : 0.0);
+                 static_cast<unsigned long long>(done_records.load()), end - begin,
+                 done_bytes / 1e6, s > 0 ? done_bytes / 1e6 / s : 0.0);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   for (auto& t : pool) t.join();
@@ -549,16 +579,19 @@ int RunPack(const std::vector<std::string>& args) {
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t bytes = 0;
   for (const ShardInfo& i : infos) bytes += i.bytes;
-  std::printf("packed %zu records into %zu shards (%.1f MB) in %.2f s (%.1f MB/s of input) -> %s\n", end - begin,
-              infos.size(), bytes / 1e6, s, done_bytes / 1e6 / std::max(s, 1e-9),
+  std::printf("packed %zu records into %zu shards (%.1f MB) in %.2f s (%.1f MB/s of input) -> %s\n",
+              end - begin, infos.size(), bytes / 1e6, s, done_bytes / 1e6 / std::max(s, 1e-9),
               (out / manifest_name).string().c_str());
   if (o.max_side > 0 || o.restart_interval > 0) {
-    std::printf("resized %llu, transcoded with restart markers %llu (%llu not JPEG), stored as they were %llu\n",
-                static_cast<unsigned long long>(counts.resized.load()),
-                static_cast<unsigned long long>(counts.transcoded.load()),
-                static_cast<unsigned long long>(counts.not_jpeg.load()),
-                static_cast<unsigned long long>(counts.kept.load()));
-    for (const std::string& k : counts.kept_examples) std::printf("  stored as it was: %s\n", k.c_str());
+    std::printf(
+        "resized %llu, transcoded with restart markers %llu (%llu not JPEG), stored as they were "
+        "%llu\n",
+        static_cast<unsigned long long>(counts.resized.load()),
+        static_cast<unsigned long long>(counts.transcoded.load()),
+        static_cast<unsigned long long>(counts.not_jpeg.load()),
+        static_cast<unsigned long long>(counts.kept.load()));
+    for (const std::string& k : counts.kept_examples)
+      std::printf("  stored as it was: %s\n", k.c_str());
   }
   return 0;
 }

@@ -41,8 +41,10 @@ const Usage& VerifyUsage() {
       "verify",
       {"DIR|URL"},
       "check every checksum of a packed dataset",
-      "Checks the header, footer, index and every record of every shard, and each shard's whole-file\n"
-      "CRC against the manifest; prints each bad record with shard, record number and offset. Exit\n"
+      "Checks the header, footer, index and every record of every shard, and each shard's "
+      "whole-file\n"
+      "CRC against the manifest; prints each bad record with shard, record number and offset. "
+      "Exit\n"
       "code 1 if anything is wrong.",
       {{"DIR|URL", "a folder written by feedline pack, or its http(s):// URL"}},
       {},
@@ -83,10 +85,12 @@ int RunVerify(const std::vector<std::string>& args) {
       continue;
     }
     if ((*r)->file_size() != s.bytes || (*r)->num_records() != s.records) {
-      std::printf("BAD shard %s: %llu bytes, %llu records on disk; manifest says %llu bytes, %llu records\n",
-                  s.name.c_str(), static_cast<unsigned long long>((*r)->file_size()),
-                  static_cast<unsigned long long>((*r)->num_records()), static_cast<unsigned long long>(s.bytes),
-                  static_cast<unsigned long long>(s.records));
+      std::printf(
+          "BAD shard %s: %llu bytes, %llu records on disk; manifest says %llu bytes, %llu "
+          "records\n",
+          s.name.c_str(), static_cast<unsigned long long>((*r)->file_size()),
+          static_cast<unsigned long long>((*r)->num_records()),
+          static_cast<unsigned long long>(s.bytes), static_cast<unsigned long long>(s.records));
       ++bad;
     }
     for (uint64_t i = 0; i < (*r)->num_records(); ++i) {
@@ -94,20 +98,22 @@ int RunVerify(const std::vector<std::string>& args) {
       Status st = (*r)->Read(i, &scratch, &rec);
       ++records;
       if (!st.ok()) {
-        std::printf("BAD shard %s record %llu offset %llu: %s\n", s.name.c_str(), static_cast<unsigned long long>(i),
+        std::printf("BAD shard %s record %llu offset %llu: %s\n", s.name.c_str(),
+                    static_cast<unsigned long long>(i),
                     static_cast<unsigned long long>((*r)->record_offset(i)), st.ToString().c_str());
         ++bad;
       }
     }
     auto crc = (*r)->FileCrc32c();
     if (!crc.ok() || *crc != s.crc32c) {
-      std::printf("BAD shard %s: whole-file crc32c %08x, manifest says %08x\n", s.name.c_str(), crc.ok() ? *crc : 0u,
-                  s.crc32c);
+      std::printf("BAD shard %s: whole-file crc32c %08x, manifest says %08x\n", s.name.c_str(),
+                  crc.ok() ? *crc : 0u, s.crc32c);
       ++bad;
     }
   }
   std::printf("%s: %llu records in %zu shards checked, %llu problems\n", bad ? "FAILED" : "OK",
-              static_cast<unsigned long long>(records), m->shards.size(), static_cast<unsigned long long>(bad));
+              static_cast<unsigned long long>(records), m->shards.size(),
+              static_cast<unsigned long long>(bad));
   return bad ? 1 : 0;
 }
 
@@ -146,25 +152,38 @@ int RunInspect(const std::vector<std::string>& args) {
       ++formats["unreadable: " + std::string(StatusCodeName(info.status().code()))];
     }
   }
-  std::printf("dataset %s\n  records %llu in %zu shards, %.1f MB (%.1f MB of data, %.0f bytes per record)\n",
-              (*ds)->dir().c_str(), static_cast<unsigned long long>(m.records), m.shards.size(), bytes / 1e6,
-              data_bytes / 1e6, m.records ? double(data_bytes) / m.records : 0.0);
-  std::printf("  classes %zu, labels seen %zu (records per label: min %llu, max %llu)\n", m.classes.size(),
-              per_label.size(),
-              static_cast<unsigned long long>(per_label.empty() ? 0 : std::min_element(per_label.begin(), per_label.end(), [](auto& a, auto& b) { return a.second < b.second; })->second),
-              static_cast<unsigned long long>(per_label.empty() ? 0 : std::max_element(per_label.begin(), per_label.end(), [](auto& a, auto& b) { return a.second < b.second; })->second));
+  std::printf(
+      "dataset %s\n  records %llu in %zu shards, %.1f MB (%.1f MB of data, %.0f bytes per "
+      "record)\n",
+      (*ds)->dir().c_str(), static_cast<unsigned long long>(m.records), m.shards.size(),
+      bytes / 1e6, data_bytes / 1e6, m.records ? double(data_bytes) / m.records : 0.0);
+  std::printf(
+      "  classes %zu, labels seen %zu (records per label: min %llu, max %llu)\n", m.classes.size(),
+      per_label.size(),
+      static_cast<unsigned long long>(
+          per_label.empty() ? 0
+                            : std::min_element(per_label.begin(), per_label.end(),
+                                               [](auto& a, auto& b) { return a.second < b.second; })
+                                  ->second),
+      static_cast<unsigned long long>(
+          per_label.empty()
+              ? 0
+              : std::max_element(per_label.begin(), per_label.end(), [](auto& a, auto& b) {
+                  return a.second < b.second;
+                })->second));
   std::printf("  formats:");
-  for (const auto& [name, count] : formats) std::printf(" %s %llu;", name.c_str(), static_cast<unsigned long long>(count));
+  for (const auto& [name, count] : formats)
+    std::printf(" %s %llu;", name.c_str(), static_cast<unsigned long long>(count));
   std::printf("\n");
   if (!widths.empty()) {
     auto pct = [](std::vector<uint32_t> v, double p) {
       std::sort(v.begin(), v.end());
       return v[static_cast<size_t>(p * (v.size() - 1))];
     };
-    std::printf("  width  min %u, p10 %u, median %u, p90 %u, max %u\n", pct(widths, 0), pct(widths, 0.1),
-                pct(widths, 0.5), pct(widths, 0.9), pct(widths, 1));
-    std::printf("  height min %u, p10 %u, median %u, p90 %u, max %u\n", pct(heights, 0), pct(heights, 0.1),
-                pct(heights, 0.5), pct(heights, 0.9), pct(heights, 1));
+    std::printf("  width  min %u, p10 %u, median %u, p90 %u, max %u\n", pct(widths, 0),
+                pct(widths, 0.1), pct(widths, 0.5), pct(widths, 0.9), pct(widths, 1));
+    std::printf("  height min %u, p10 %u, median %u, p90 %u, max %u\n", pct(heights, 0),
+                pct(heights, 0.1), pct(heights, 0.5), pct(heights, 0.9), pct(heights, 1));
   }
   return 0;
 }

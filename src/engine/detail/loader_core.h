@@ -53,7 +53,7 @@ struct Slot {
   uint64_t epoch = 0;
   uint64_t batch = 0;
   std::unique_ptr<Buffer> buffer;
-  uint64_t remaining = 0;  // samples not yet finished
+  uint64_t remaining = 0;                                // samples not yet finished
   std::vector<std::pair<uint64_t, SampleError>> errors;  // (index in batch, error)
 };
 
@@ -150,7 +150,7 @@ class LoaderCore final : public detail::BufferHome,
 
   // The stream position and plan.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
-  uint64_t deliver_batch_ GUARDED_BY(mu_) = 0;  // next batch to hand to the consumer
+  uint64_t deliver_batch_ GUARDED_BY(mu_) = 0;             // next batch to hand to the consumer
   std::shared_ptr<const EpochPlan> plan_ GUARDED_BY(mu_);  // epoch_'s; null until installed
   // Claims run ahead of delivery and cross into the next epoch once every
   // sample of this one is claimed, so an epoch boundary is no bubble:
@@ -159,8 +159,10 @@ class LoaderCore final : public detail::BufferHome,
   uint64_t claim_key_ GUARDED_BY(mu_) = 0;
   uint64_t next_claim_ GUARDED_BY(mu_) = 0;  // next position in claim_plan_->ids to process
   bool planning_ GUARDED_BY(mu_) = false;    // a worker is computing the next epoch's plan
-  uint64_t plan_generation_ GUARDED_BY(mu_) = 0;  // bumped by InstallPlan: a stale next plan is dropped
-  Mutex notify_mu_;  // OnPlan calls, one at a time, in order; taken before mu_, never while holding it
+  uint64_t plan_generation_ GUARDED_BY(mu_) =
+      0;             // bumped by InstallPlan: a stale next plan is dropped
+  Mutex notify_mu_;  // OnPlan calls, one at a time, in order; taken before mu_, never while holding
+                     // it
   bool draining_ GUARDED_BY(mu_) = false;
   uint64_t active_samples_ GUARDED_BY(mu_) = 0;  // claimed, not finished
   Status stopped_ GUARDED_BY(mu_);               // sticky stream error

@@ -27,7 +27,7 @@ struct Parallelism {
   uint64_t scratch_allowance = 0;  // the large-sample allowance (ScratchGate)
   bool threads_auto = false;
   bool ring_auto = false;
-  bool read_ahead = false;       // an op has a read-ahead to size
+  bool read_ahead = false;  // an op has a read-ahead to size
   // cpu_budget was auto and so are the threads: cpu_budget is every core
   // available, and the tuner keeps for the training loop, while it steps,
   // the cores it measures the loop using (docs/tuner.md, "The trainer's
@@ -37,11 +37,11 @@ struct Parallelism {
 
 // What the pipeline asks of the budget, read off its ops and fields.
 struct PipelineDemand {
-  uint64_t batch_bytes = 0;       // one batch buffer
-  std::string batch_detail;       // "image float32 602112 bytes/sample, ..." for errors
-  uint64_t reserved_bytes = 0;    // the ops' own buffers (read-ahead)
-  bool charges_scratch = false;   // an op charges decode scratch
-  int read_aheads = 0;            // ops with a read-ahead the tuner could size
+  uint64_t batch_bytes = 0;      // one batch buffer
+  std::string batch_detail;      // "image float32 602112 bytes/sample, ..." for errors
+  uint64_t reserved_bytes = 0;   // the ops' own buffers (read-ahead)
+  bool charges_scratch = false;  // an op charges decode scratch
+  int read_aheads = 0;           // ops with a read-ahead the tuner could size
 };
 
 // `options` with max_bytes and cpu_budget already resolved (not 0).

@@ -53,7 +53,7 @@ class SampleRunner {
                WorkerCounters* counters, ScratchGate* gate = nullptr);
 
   struct Outcome {
-    Status status;      // OK, or the failing op's status
+    Status status;  // OK, or the failing op's status
     size_t failed_op = 0;
   };
 

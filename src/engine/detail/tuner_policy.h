@@ -64,8 +64,8 @@ struct TunerLimits {
   bool tune_threads = true;
   bool tune_ring = true;
   bool tune_read_ahead = false;
-  uint32_t max_threads = 1;  // the CPU budget
-  uint32_t max_ring_depth = 2;     // what the RAM budget allows
+  uint32_t max_threads = 1;     // the CPU budget
+  uint32_t max_ring_depth = 2;  // what the RAM budget allows
   uint32_t max_in_flight = 0;
   uint64_t max_read_ahead_bytes = 0;
   uint64_t batch_size = 1;
@@ -88,13 +88,13 @@ class TunerPolicy {
   // at becomes the ceiling until demand changes.
   void Applied(const TunerConfig& applied);
 
-  static constexpr double kHeadroom = 1.2;        // threads beyond the measured need
-  static constexpr double kStarved = 0.02;        // consumer wait share that adds threads
-  static constexpr double kFed = 0.005;           // below this the consumer is fed
-  static constexpr double kMinGain = 0.05;        // an added thread must raise throughput this much
-  static constexpr double kDemandChange = 0.3;    // demand moved: forget the saturation ceiling
-  static constexpr int kShedAfter = 2;            // fed windows before shedding a thread
-  static constexpr int kCooldown = 8;             // windows a thread count re-added after a shed holds
+  static constexpr double kHeadroom = 1.2;      // threads beyond the measured need
+  static constexpr double kStarved = 0.02;      // consumer wait share that adds threads
+  static constexpr double kFed = 0.005;         // below this the consumer is fed
+  static constexpr double kMinGain = 0.05;      // an added thread must raise throughput this much
+  static constexpr double kDemandChange = 0.3;  // demand moved: forget the saturation ceiling
+  static constexpr int kShedAfter = 2;          // fed windows before shedding a thread
+  static constexpr int kCooldown = 8;  // windows a thread count re-added after a shed holds
   // The trainer's cores. Reserve k cores once the step uses more than
   // k - 1 + kTrainerRaise; give one back once it uses less than
   // k - 1 + kTrainerLower, for kTrainerLowerAfter windows in a row (doubling
