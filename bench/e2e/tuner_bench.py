@@ -121,7 +121,7 @@ def trainer_core(a, data, cores):
     statics = list(range(1, cores + 2))
     runs = {"drain": {}, "cpu-step": {}}
     burn_ms = None
-    for rep in range(a.repeats):
+    for _rep in range(a.repeats):
         for threads in statics:
             runs["drain"].setdefault(f"static t={threads}", []).append(run(a, data, threads, 3, 0, 0))
         runs["drain"].setdefault("auto", []).append(run(a, data, 0, 0, 0, 0))

@@ -167,6 +167,19 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t,
 FEEDLINE_EXPORT Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
                                       const CropBox& box, void* out);
 
+// Lossless JPEG rewrite for packing (`feedline pack --restart-interval`):
+// the DCT coefficients are kept, a restart marker is written every
+// `interval_mcus` MCUs (snapped per image so the intervals tile the MCU
+// rows; 0 removes them) and the Huffman tables are optimised, so a crop
+// later decodes only the intervals it needs (docs/restart_intervals.md).
+// Decoding the result gives the same pixels as decoding the input. Every
+// marker segment (EXIF, ICC, comments) is kept. Unimplemented for what it
+// does not rewrite (not a JPEG, CMYK/YCCK/RGB colour, arithmetic coding,
+// lossless, 12-bit); DataLoss for a corrupt input (never turned into a
+// valid-looking file). `out` is written only on success.
+FEEDLINE_EXPORT Status AddJpegRestartMarkers(std::span<const uint8_t> jpeg, uint32_t interval_mcus,
+                                             std::vector<uint8_t>* out);
+
 }  // namespace feedline
 
 #endif  // FEEDLINE_IMAGE_H_

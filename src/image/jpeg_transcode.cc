@@ -7,8 +7,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+
+#include "feedline/image.h"
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
+
+#include "feedline/image.h"
 
 namespace feedline::image {
 namespace {
@@ -137,3 +141,12 @@ Status TranscodeJpegWithRestarts(std::span<const uint8_t> jpeg, uint32_t interva
 }
 
 }  // namespace feedline::image
+
+namespace feedline {
+
+Status AddJpegRestartMarkers(std::span<const uint8_t> jpeg, uint32_t interval_mcus,
+                             std::vector<uint8_t>* out) {
+  return image::TranscodeJpegWithRestarts(jpeg, interval_mcus, out);
+}
+
+}  // namespace feedline

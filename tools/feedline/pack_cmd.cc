@@ -41,7 +41,6 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/shard.h"
-#include "src/image/jpeg_transcode.h"
 #include "tools/feedline/commands.h"
 #include "tools/feedline/files.h"
 #include "tools/feedline/flags.h"
@@ -190,7 +189,7 @@ void PrepareRecord(const std::string& path, const Options& o, std::vector<uint8_
     counts->not_jpeg += 1;
   if (o.restart_interval > 0 && SniffImageFormat(*data) == ImageFormat::kJpeg) {
     std::vector<uint8_t> out;
-    const Status st = image::TranscodeJpegWithRestarts(*data, o.restart_interval, &out);
+    const Status st = AddJpegRestartMarkers(*data, o.restart_interval, &out);
     if (st.ok()) {
       data->swap(out);
       counts->transcoded += 1;
