@@ -76,11 +76,12 @@ class Loader:
         drop_last: drop the tail that does not fill a (global) batch; without
             it the last batch is short and ranks are padded to equal length.
         num_threads: worker threads. "auto" (default): the tuner runs as many
-            as keep your loop fed, up to cpu_budget, and leaves the other
-            cores idle for the trainer; stats()["tuner"] shows its choices.
+            as keep your loop fed, up to cpu_budget; the cores your step
+            burns (measured) are lent to workers only while your loop waits
+            for a batch; stats()["tuner"] shows its choices.
         cpu_budget: cores the tuner may use; None = the cores in this
-            process's affinity mask and cgroup quota, minus one for the
-            training loop, at least 1.
+            process's affinity mask and cgroup quota (docs/tuner.md, "The
+            trainer's cores").
         prefetch_batches: batches prepared ahead of the one your loop holds.
             "auto" (default): start at 2 and grow when your loop waits on a
             ring too shallow for the jitter (or keeps batches), within
