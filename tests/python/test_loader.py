@@ -259,7 +259,9 @@ def test_keyboard_interrupt_reaches_a_consumer_waiting_inside_cpp(dataset, tmp_p
     # latency measurement: a busy machine may take a while to schedule it.
     script = tmp_path / "interrupt.py"
     script.write_text(textwrap.dedent(f"""
-        import sys, time, feedline
+        import faulthandler, sys, time, feedline
+        # A hang shows where it is: every thread's stack on stderr after 50 s.
+        faulthandler.dump_traceback_later(50, exit=False)
         loader = feedline.Loader({str(dataset)!r}, batch_size=96, num_threads=1, prefetch_batches=1,
                                  transform=feedline.transforms.imagenet_train(exact=True))
         print("ready", flush=True)
@@ -273,13 +275,19 @@ def test_keyboard_interrupt_reaches_a_consumer_waiting_inside_cpp(dataset, tmp_p
             sys.exit(0)
     """))
     env = dict(os.environ)
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.5)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"no exit 120 s after SIGINT; stdout: {out!r}; stderr:\n{err}") from None
+    assert proc.returncode == 0, (out, err)
     when = float(out.split("interrupted")[1].split()[0])
     assert 0 <= when - sent < 30.0
 
