@@ -10,8 +10,12 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <array>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
@@ -288,6 +292,44 @@ void RegisterLoader(py::module_& m) {
   m.def("available_cores", &AvailableCores);
   m.def("imagenet_train", &ImageNetTrain, py::arg("size") = 224);
   m.def("imagenet_eval", &ImageNetEval, py::arg("resize") = 256, py::arg("size") = 224);
+  // One image through the fused path, outside the engine (TransformImage):
+  // `crop` (x, y, w, h) is torchvision's crop-then-resize box, else the
+  // transform's own deterministic box (Resize modes). Returns the output
+  // tensor's raw bytes (ImageField(t)), for tests that hand feedline the
+  // random parameters torchvision drew.
+  m.def(
+      "transform_image",
+      [](const py::bytes& data, const ImageTransform& t,
+         std::optional<std::array<uint32_t, 4>> crop, bool flip) {
+        const std::string bytes = data;
+        std::vector<uint8_t> out(ImageField(t).SampleBytes());
+        Status st;
+        {
+          py::gil_scoped_release release;
+          const std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            bytes.size());
+          CropBox box;
+          if (crop) {
+            box.region_x = (*crop)[0];
+            box.region_y = (*crop)[1];
+            box.region_width = box.width = (*crop)[2];
+            box.region_height = box.height = (*crop)[3];
+          } else {
+            Result<ImageInfo> info = ReadImageInfo(in, t.limits);
+            if (!info.ok()) {
+              st = info.status();
+            } else {
+              SampleRng rng = SampleRng::ForSample(0, 0, 0, 0);
+              box = ChooseCrop(t, info->width, info->height, rng);
+            }
+          }
+          box.flip = flip;
+          if (st.ok()) st = TransformImage(in, t, box, out.data());
+        }
+        ThrowIfError(st);
+        return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+      },
+      py::arg("data"), py::arg("transform"), py::arg("crop") = py::none(), py::arg("flip") = false);
 
   py::class_<SampleSpec> spec(m, "SampleSpec");
   py::enum_<SampleSpec::Output>(spec, "Output")

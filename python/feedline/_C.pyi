@@ -54,6 +54,9 @@ class ImageTransform:
 
 def imagenet_train(size: int = ...) -> ImageTransform: ...
 def imagenet_eval(resize: int = ..., size: int = ...) -> ImageTransform: ...
+def transform_image(data: bytes, transform: ImageTransform, crop: Optional[Tuple[int, int, int, int]] = ...,
+                    flip: bool = ...) -> bytes:
+    """One image through the fused path: the output tensor's raw bytes."""
 
 class HttpOptions:
     connect_timeout_ms: int

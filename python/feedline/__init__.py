@@ -22,13 +22,14 @@ import typing as _typing
 from . import _C as _C  # the binding module: feedline._C
 from . import transforms
 from ._C import CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError, TimeoutError
+from ._tv import UnsupportedTransformError
 from .loader import Batch, Loader, RecordLoader
 
 if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for first use (__getattr__)
     from . import doctor as doctor
 
 __all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
-           "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError"]
+           "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError", "UnsupportedTransformError"]
 
 
 def __getattr__(name: str) -> "_typing.Any":

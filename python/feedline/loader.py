@@ -70,7 +70,14 @@ class Loader:
             labels from .cls members), or the http(s):// URL of a packed
             dataset (read with range requests).
         batch_size: samples per batch on this rank.
-        transform: from feedline.transforms; default imagenet_train(224).
+        transform: from feedline.transforms (default imagenet_train(224)),
+            or a torchvision Compose (v1 or v2) or one of its members,
+            translated into the native transform with its parameters
+            (feedline.transforms.from_torchvision); a member with no native
+            equivalent raises UnsupportedTransformError naming it.
+            `transform_source` then records the translation.
+        strict: refuse Python fallbacks for untranslatable torchvision
+            members (they are not implemented yet: both settings raise).
         shuffle: a new random order every epoch (from seed and epoch).
         seed: seeds the order and every augmentation; same seed, same bytes.
         drop_last: drop the tail that does not fill a (global) batch; without
@@ -123,14 +130,15 @@ class Loader:
     backpressure, within prefetch_batches).
     """
 
-    def __init__(self, source: Source, batch_size: int = 256, transform: Optional[_C.ImageTransform] = None,
+    def __init__(self, source: Source, batch_size: int = 256, transform: Optional[Any] = None,
                  shuffle: bool = False, seed: int = 0, drop_last: bool = False,
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
                  ram_budget: Optional[int] = None, max_errors: int = 0, timeout: float = 0.0,
                  rank: Optional[int] = None, world_size: Optional[int] = None, elastic: bool = False,
                  http_timeout: float = 10.0, http_retries: int = 3, read_ahead_bytes: Optional[int] = None,
                  read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
-                 max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, _raw_max_bytes: int = 0) -> None:
+                 max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, strict: bool = False,
+                 _raw_max_bytes: int = 0) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -180,7 +188,19 @@ class Loader:
         # gets the file system's bytes back, so no name is lost.
         self.source = os.path.expanduser(os.fsdecode(os.fspath(source)))
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
-        self.transform = transform if transform is not None else _transforms.imagenet_train()
+        # What a torchvision transform was translated into (None for a native one).
+        self.transform_source: Optional[_transforms.Translation] = None
+        if transform is None:
+            self.transform = _transforms.imagenet_train()
+        elif isinstance(transform, _C.ImageTransform):
+            self.transform = transform
+        elif callable(transform):
+            # Before any thread or file is opened: a refused transform costs nothing.
+            self.transform_source = _transforms.translate(transform, strict)
+            self.transform = self.transform_source.transform
+        else:
+            raise TypeError("transform must be a feedline.transforms transform or a torchvision transform "
+                            f"(Compose or member), got {type(transform).__name__}")
         src = _C.SourceOptions()
         http = src.http
         http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)

@@ -4,6 +4,9 @@ Each function returns a transform description; the loader applies it to every
 sample in one fused pass: decode (only the crop, at reduced JPEG DCT scale
 when the crop allows) -> crop -> antialiased resize (Pillow's filters) ->
 horizontal flip -> normalise -> convert to the output dtype and layout.
+
+from_torchvision(compose) translates a torchvision Compose (v1 or v2) into
+the same kind of description (docs/python.md, "torchvision transforms").
 """
 from __future__ import annotations
 
@@ -12,6 +15,11 @@ from typing import Any, Sequence
 import torch
 
 from . import _C
+from ._tv import Translation, UnsupportedMember, UnsupportedTransformError, from_torchvision, translate
+
+__all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "imagenet_eval", "from_torchvision",
+           "translate", "Translation", "UnsupportedMember", "UnsupportedTransformError", "IMAGENET_MEAN",
+           "IMAGENET_STD"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -1,0 +1,318 @@
+"""torchvision transforms as they are: a Compose (v1 or v2) translated into
+one native ImageTransform (issue 16, item 3).
+
+A Compose is read member by member, with its parameters, and mapped onto the
+fused op's stages: one geometry (RandomResizedCrop, or Resize with an optional
+CenterCrop), an optional horizontal flip, the conversion to a tensor
+(ToTensor, PILToTensor, ToImage, ToDtype / ConvertImageDtype) and an optional
+Normalize. Whatever has no native equivalent with exactly torchvision's
+semantics is named (position, repr, why) in an UnsupportedTransformError;
+nothing is ever dropped. Running such members as Python ops is the next step
+of the issue and is not implemented yet.
+
+torchvision is never imported here: members are recognised by their class's
+name and module, so that `import feedline` stays light and works without it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence, Tuple
+
+import torch
+
+from . import _C
+
+_FLOAT_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
+                 torch.bfloat16: _C.DType.bfloat16}
+# InterpolationMode values, and the PIL constants torchvision also accepts.
+_INTERPOLATION = {"bilinear": _C.Interpolation.BILINEAR, "bicubic": _C.Interpolation.BICUBIC,
+                  2: _C.Interpolation.BILINEAR, 3: _C.Interpolation.BICUBIC}
+# torchvision members with no native op yet, and why (the rest get a generic reason).
+_NOT_NATIVE = {
+    "RandomCrop": "a crop without a resize (with its padding options): no native op yet",
+    "RandomVerticalFlip": "no native vertical flip yet",
+    "Lambda": "a Python function: runs only as a Python op",
+    "Pad": "padding: no native op yet",
+    "FiveCrop": "returns several crops per image: no native op",
+    "TenCrop": "returns several crops per image: no native op",
+}
+
+
+class UnsupportedTransformError(_C.Error, ValueError):
+    """A torchvision transform that feedline cannot run natively. `members`
+    lists each member it could not translate (position, repr, reason)."""
+
+    def __init__(self, message: str, members: Sequence[UnsupportedMember]) -> None:
+        super().__init__(message)
+        self.members = list(members)
+
+
+@dataclass(frozen=True)
+class UnsupportedMember:
+    position: str  # "2", or "1.0" inside a nested Compose; "-" for the Compose as a whole
+    member: str    # repr() of the member
+    reason: str
+
+
+@dataclass
+class Translation:
+    """What a torchvision transform became: the native transform and, for
+    each member, the native stage it maps onto."""
+    source: Any
+    transform: _C.ImageTransform
+    members: List[Tuple[str, str, str]] = field(default_factory=list)  # (position, repr, native stage)
+
+
+def _tv_name(obj: Any) -> Tuple[Optional[str], int]:
+    """(class name, 1 or 2) for a torchvision.transforms (v1) or
+    torchvision.transforms.v2 class itself (not a user subclass); (None, 0)
+    for anything else."""
+    cls = type(obj)
+    mod = cls.__module__ or ""
+    if mod.startswith("torchvision.transforms.v2"):
+        return cls.__name__, 2
+    if mod.startswith("torchvision.transforms"):
+        return cls.__name__, 1
+    return None, 0
+
+
+def _flatten(obj: Any, prefix: str = "") -> List[Tuple[str, Any]]:
+    name, _ = _tv_name(obj)
+    if name == "Compose":
+        out: List[Tuple[str, Any]] = []
+        for i, m in enumerate(obj.transforms):
+            out.extend(_flatten(m, f"{prefix}{i}" if _tv_name(m)[0] != "Compose" else f"{prefix}{i}."))
+        return out
+    return [(prefix.rstrip(".") or "0", obj)]
+
+
+def _short_repr(obj: Any) -> str:
+    try:
+        text = repr(obj)
+    except Exception as e:  # a user's __repr__ that raises must not hide the real error
+        text = f"<{type(obj).__name__} (repr failed: {e})>"
+    text = " ".join(text.split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _interpolation(m: Any) -> Tuple[Optional[_C.Interpolation], str]:
+    mode = getattr(m, "interpolation", "bilinear")
+    key = getattr(mode, "value", mode)
+    if key in _INTERPOLATION:
+        return _INTERPOLATION[key], ""
+    return None, f"interpolation {getattr(mode, 'name', mode)} is not native (BILINEAR and BICUBIC are)"
+
+
+def _hw(size: Any) -> Tuple[int, int]:
+    if isinstance(size, int):
+        return size, size
+    s = list(size)
+    return (int(s[0]), int(s[0])) if len(s) == 1 else (int(s[0]), int(s[1]))
+
+
+class _State:
+    def __init__(self) -> None:
+        self.geometry: Optional[str] = None  # "rrc", "resize_short", "resize_exact"
+        self.geometry_pos = ""
+        self.geometry_repr = ""
+        self.size: Tuple[int, int] = (0, 0)  # output (h, w)
+        self.resize_short = 0
+        self.cropped = False
+        self.scale: List[float] = [0.08, 1.0]
+        self.ratio: List[float] = [3 / 4, 4 / 3]
+        self.interpolation = _C.Interpolation.BILINEAR
+        self.flip_p: Optional[float] = None
+        self.flip_pos = ""
+        self.flip_repr = ""
+        self.flip_before_geometry = False
+        self.tensor: Optional[str] = None  # None (PIL image), "uint8" or "float"
+        self.dtype = _C.DType.float32
+        self.normalize = False
+        self.mean: List[float] = [0.0, 0.0, 0.0]
+        self.std: List[float] = [1.0, 1.0, 1.0]
+
+
+def _geometry_checks(st: _State, m: Any, name: str) -> List[str]:
+    why: List[str] = []
+    if st.geometry is not None:
+        why.append(f"a second resize or crop after position {st.geometry_pos}: the native op does one")
+    interp, reason = _interpolation(m)
+    if interp is None:
+        why.append(reason)
+    else:
+        st.interpolation = interp
+    # On a PIL image torchvision always antialiases; on a tensor only with antialias=True.
+    if st.tensor is not None:
+        if st.tensor == "float":
+            why.append(f"{name} on a float tensor (after ToTensor/ToDtype) resamples without PIL's 8-bit "
+                       "rounding: not native; put it before the conversion")
+        elif getattr(m, "antialias", None) is not True:
+            why.append(f"{name} on a tensor with antialias={getattr(m, 'antialias', None)!r} does not antialias: "
+                       "not native (antialias=True is)")
+    return why
+
+
+def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
+    """Updates `st` with member m; returns (reasons it is not native, the native stage it became)."""
+    name, _version = _tv_name(m)
+    if name is None:
+        if not callable(m):
+            return [f"not a transform ({type(m).__name__} is not callable)"], ""
+        if hasattr(m, "__code__"):  # a function or lambda: name it where it was defined
+            kind = "a lambda" if m.__name__ == "<lambda>" else "a Python function"
+            where = f"{m.__module__}.{m.__qualname__}"
+        else:
+            kind, where = "a Python class", f"{type(m).__module__}.{type(m).__qualname__}"
+        return [f"{kind} ({where}): no native op; runs only as a Python op"], ""
+    if name == "RandomResizedCrop":
+        why = _geometry_checks(st, m, name)
+        if why:
+            return why, ""
+        st.geometry, st.geometry_pos = "rrc", pos
+        st.size = _hw(m.size)
+        st.scale = [float(v) for v in m.scale]
+        st.ratio = [float(v) for v in m.ratio]
+        return [], f"crop RANDOM_RESIZED {st.size[0]}x{st.size[1]} scale {st.scale} ratio {st.ratio}"
+    if name == "Resize":
+        why = _geometry_checks(st, m, name)
+        if getattr(m, "max_size", None) is not None:
+            why.append(f"max_size={m.max_size}: the output size would depend on each image's shape; not native")
+        if why:
+            return why, ""
+        st.geometry_pos, st.geometry_repr = pos, _short_repr(m)
+        size = m.size
+        if isinstance(size, int) or len(size) == 1:
+            st.geometry = "resize_short"
+            st.resize_short = int(size if isinstance(size, int) else size[0])
+            st.size = (st.resize_short, st.resize_short)
+            return [], f"resize shorter side to {st.resize_short}"
+        st.geometry = "resize_exact"
+        st.size = _hw(size)
+        return [], f"crop RESIZE_FULL {st.size[0]}x{st.size[1]}"
+    if name == "CenterCrop":
+        h, w = _hw(m.size)
+        if st.tensor is not None and st.geometry is None:
+            return ["CenterCrop on a tensor before any resize: not native"], ""
+        if st.geometry is None:
+            return ["CenterCrop without a Resize before it: a crop without a resize has no native op yet"], ""
+        if st.geometry == "resize_short" and not st.cropped:
+            s = st.resize_short
+            if h > s or w > s:
+                return [f"crop {h}x{w} is larger than the resized shorter side {s}: torchvision pads with zeros "
+                        "for some images; not native"], ""
+            st.size, st.cropped = (h, w), True
+            return [], f"crop RESIZE_CENTER {h}x{w} of the resized image"
+        if (h, w) == st.size:  # the image is already h x w: torchvision's center crop returns it as is
+            return [], "nothing (the image already has this size)"
+        return [f"CenterCrop({h}x{w}) after a {st.size[0]}x{st.size[1]} output: a second crop; not native"], ""
+    if name == "RandomHorizontalFlip":
+        if st.flip_p is not None:
+            return [f"a second horizontal flip (the first at {st.flip_pos}): not native"], ""
+        st.flip_p, st.flip_pos, st.flip_repr = float(m.p), pos, _short_repr(m)
+        st.flip_before_geometry = st.geometry is None
+        return [], f"horizontal flip with p={st.flip_p}"
+    if name in ("ToTensor", "PILToTensor"):
+        if st.tensor is not None:
+            return [f"{name} of a tensor: torchvision expects a PIL image here"], ""
+        st.tensor = "float" if name == "ToTensor" else "uint8"
+        st.dtype = _C.DType.float32 if name == "ToTensor" else _C.DType.uint8
+        return [], "float32 CHW, values / 255" if name == "ToTensor" else "uint8 CHW"
+    if name == "ToImage":
+        if st.tensor is not None:
+            return [], "nothing (already a tensor)"
+        st.tensor, st.dtype = "uint8", _C.DType.uint8
+        return [], "uint8 CHW"
+    if name in ("ToDtype", "ConvertImageDtype"):
+        dtype = m.dtype
+        scale = True if name == "ConvertImageDtype" else bool(getattr(m, "scale", False))
+        if isinstance(dtype, dict):
+            return ["ToDtype with a dict of dtypes per type: not native"], ""
+        if st.tensor is None:
+            return [f"{name} before the image is a tensor (add ToImage or PILToTensor first): not native"], ""
+        if dtype == torch.uint8:
+            if st.tensor == "uint8":
+                return [], "nothing (already uint8)"
+            return [f"{name}(uint8) of a float tensor: not native"], ""
+        if dtype not in _FLOAT_DTYPES:
+            return [f"dtype {dtype}: not native (float32, float16, bfloat16 and uint8 are)"], ""
+        if st.tensor == "uint8" and not scale:
+            return [f"{name}({dtype}, scale=False) keeps values 0..255: not native (scale=True divides by 255)"], ""
+        from_uint8 = st.tensor == "uint8"
+        st.tensor, st.dtype = "float", _FLOAT_DTYPES[dtype]
+        return [], f"{dtype}" + (", values / 255" if from_uint8 else "")
+    if name == "Normalize":
+        if st.tensor != "float":
+            return ["Normalize of a uint8 tensor or PIL image: torchvision needs a float tensor here"], ""
+        if st.normalize:
+            return ["a second Normalize: not native"], ""
+        mean, std = [float(v) for v in m.mean], [float(v) for v in m.std]
+        if len(mean) not in (1, 3) or len(std) not in (1, 3):
+            return [f"Normalize with {len(mean)} means and {len(std)} stds for 3 channels: not native"], ""
+        st.normalize, st.mean, st.std = True, mean * (3 // len(mean)), std * (3 // len(std))
+        return [], f"normalize mean {st.mean} std {st.std}"
+    return [_NOT_NATIVE.get(name, "no native op yet")], ""
+
+
+def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Translation:
+    """The native Translation of a torchvision Compose (v1 or v2) or one of
+    its members. Raises UnsupportedTransformError naming every member that
+    has no native equivalent. `strict` refuses Python fallbacks; they are not
+    implemented yet, so today both settings raise. `exact` decodes JPEGs at
+    full size (PIL's exact input) instead of a reduced DCT scale."""
+    st = _State()
+    bad: List[UnsupportedMember] = []
+    members: List[Tuple[str, str, str]] = []
+    for pos, m in _flatten(transform):
+        why, stage = _translate_member(st, pos, m)
+        r = _short_repr(m)
+        bad.extend(UnsupportedMember(pos, r, w) for w in why)
+        if not why:
+            members.append((pos, r, stage))
+    whole = _short_repr(transform)
+    if st.geometry is None:
+        bad.append(UnsupportedMember("-", whole, "no RandomResizedCrop or Resize: images of different sizes "
+                                     "cannot be batched natively"))
+    elif st.geometry == "resize_short" and not st.cropped:
+        bad.append(UnsupportedMember(st.geometry_pos, st.geometry_repr, "Resize(int) without a CenterCrop keeps each "
+                                     "image's aspect ratio: sizes differ, not batchable natively; add CenterCrop "
+                                     "or give Resize((h, w))"))
+    if st.flip_p is not None and st.flip_before_geometry and st.geometry not in (None, "rrc"):
+        bad.append(UnsupportedMember(st.flip_pos, st.flip_repr, "a flip before Resize/CenterCrop is not "
+                                     "the same as after it (odd centre offsets): not native; move it after"))
+    if st.tensor is None:
+        bad.append(UnsupportedMember("-", whole, "no ToTensor, PILToTensor or ToImage: torchvision would return "
+                                     "a PIL image, which cannot be batched"))
+    if bad:
+        lines = "\n".join(f"  {b.member} at position {b.position}: {b.reason}" for b in bad)
+        tail = ("strict=True refuses Python fallbacks" if strict else
+                "running these members as Python ops (the fallback) is not implemented yet")
+        raise UnsupportedTransformError(
+            f"cannot run this torchvision transform natively ({len(bad)} problem{'s' * (len(bad) != 1)}); "
+            f"{tail}:\n{lines}", bad)
+    t = _C.ImageTransform()
+    t.crop = {"rrc": _C.CropMode.RANDOM_RESIZED, "resize_short": _C.CropMode.RESIZE_CENTER,
+              "resize_exact": _C.CropMode.RESIZE_FULL}[st.geometry or "rrc"]
+    t.height, t.width = st.size
+    t.scale, t.ratio = st.scale, st.ratio
+    if st.geometry == "resize_short":
+        t.resize_size = st.resize_short
+    t.hflip_prob = st.flip_p or 0.0
+    t.interpolation = st.interpolation
+    t.dtype = st.dtype
+    t.layout = _C.Layout.CHW
+    t.normalize = st.normalize
+    if st.normalize:
+        t.mean, t.std = st.mean, st.std
+    t.dct_scaling = not exact
+    return Translation(transform, t, members)
+
+
+def from_torchvision(transform: Any, strict: bool = True, *, exact: bool = False) -> _C.ImageTransform:
+    """The native ImageTransform that does what torchvision `transform` (a
+    Compose, v1 or v2, or one member) does to a PIL image (see translate)."""
+    return translate(transform, strict, exact=exact).transform
+
+
+def is_torchvision(transform: Any) -> bool:
+    """True for a torchvision.transforms / .v2 object (Compose or member)."""
+    return _tv_name(transform)[0] is not None
