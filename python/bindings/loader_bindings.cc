@@ -9,8 +9,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
