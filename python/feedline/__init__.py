@@ -23,11 +23,12 @@ from . import _C as _C  # the binding module: feedline._C
 from . import transforms
 from ._C import CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError, TimeoutError
 from .loader import Batch, Loader, RecordLoader
+from .tokens import TokenLoader
 
 if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for first use (__getattr__)
     from . import doctor as doctor
 
-__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
+__all__ = ["Loader", "RecordLoader", "TokenLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
            "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError"]
 
 

@@ -130,7 +130,8 @@ class Loader:
                  rank: Optional[int] = None, world_size: Optional[int] = None, elastic: bool = False,
                  http_timeout: float = 10.0, http_retries: int = 3, read_ahead_bytes: Optional[int] = None,
                  read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
-                 max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, _raw_max_bytes: int = 0) -> None:
+                 max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, _raw_max_bytes: int = 0,
+                 _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -196,7 +197,11 @@ class Loader:
             spec.max_record_bytes = int(_raw_max_bytes)
         else:
             spec.transform = self.transform
-        self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
+        # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
+        if _pipeline is not None:
+            self._loader = _C.Loader(_pipeline, o)
+        else:
+            self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
         self._mid_epoch = False
