@@ -28,8 +28,8 @@ from .tokens import TokenLoader
 if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for first use (__getattr__)
     from . import doctor as doctor
 
-__all__ = ["Loader", "RecordLoader", "TokenLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
-           "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError"]
+__all__ = ["Loader", "RecordLoader", "TokenLoader", "Batch", "transforms", "doctor", "Error", "ResourceError",
+           "CancelledError", "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError"]
 
 
 def __getattr__(name: str) -> "_typing.Any":
