@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <system_error>
 
 namespace feedline::tokens::detail {
 namespace {
 
 Status ErrnoError(const std::string& what, const std::string& path, int err) {
-  std::string msg = "token file '" + path + "': " + what + ": " + std::strerror(err);
+  std::string msg = "token file '" + path + "': " + what + ": " +
+                    std::error_code(err, std::generic_category()).message();
   if (err == ENOENT) return NotFoundError(msg);
   return UnavailableError(msg);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "feedline/tokens.h"
@@ -65,7 +66,11 @@ Status Widen(const uint8_t* p, uint64_t n, int64_t* out, const std::string& path
                              " is negative (" + std::to_string(v) + ")");
       }
     }
-    out[i] = static_cast<int64_t>(v);
+    if constexpr (std::is_same_v<T, int8_t>) {
+      out[i] = static_cast<uint8_t>(v);  // 0..127 here: the same value, no char sign games
+    } else {
+      out[i] = static_cast<int64_t>(v);
+    }
   }
   return Status::OK();
 }
