@@ -54,8 +54,10 @@ class TokenWindowOp final : public SampleOp {
     const uint64_t begin = sample.id() * seq_len_;
     const size_t src = corpus_->SourceOf(begin);
     SampleLocation& loc = sample.location();
-    loc.file = corpus_->source(src).path();
-    loc.offset = static_cast<int64_t>(begin - corpus_->source_offset(src));  // in tokens
+    const TokenSource& source = corpus_->source(src);
+    loc.offset = static_cast<int64_t>((begin - corpus_->source_offset(src)) *
+                                      TokenDTypeSize(source.dtype()));  // bytes, as everywhere
+    loc.file = source.path();
     loc.key = "window " + std::to_string(sample.id());
     FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_ + 1, st.tokens.data()));
     st.starts.clear();

@@ -292,3 +292,16 @@ def test_bad_arguments_are_refused(tmp_path):
         feedline.TokenLoader(path, seq_len=10, batch_size=1)
     with pytest.raises(FileNotFoundError, match="missing.bin"):
         feedline.TokenLoader(str(tmp_path / "missing.bin"), seq_len=2, batch_size=1)
+
+
+def test_rank_and_world_size_default_from_the_environment(tmp_path, monkeypatch):
+    seq_len = 4
+    path = _flat(tmp_path / "a.bin", np.arange(20 * seq_len + 1))
+    explicit = [_window_ids(b, seq_len) for b in feedline.TokenLoader(path, seq_len=seq_len, batch_size=2, rank=1,
+                                                                      world_size=2, num_threads=1)]
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    loader = feedline.TokenLoader(path, seq_len=seq_len, batch_size=2, num_threads=1)
+    assert (loader.rank, loader.world_size) == (1, 2)
+    assert [_window_ids(b, seq_len) for b in loader] == explicit
+    assert explicit[0] == [1, 3]

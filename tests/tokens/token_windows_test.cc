@@ -188,6 +188,7 @@ TEST_F(TokenWindowsTest, BadTokenIsASampleErrorNamingFileAndWindow) {
   EXPECT_THAT(st.message(), HasSubstr("neg.bin"));
   EXPECT_THAT(st.message(), HasSubstr("token 4 is negative"));
   EXPECT_THAT(st.message(), HasSubstr("window 1"));
+  EXPECT_THAT(st.message(), HasSubstr("offset 8"));  // window 1 starts at token 2: byte 8 of int32s
 }
 
 TEST_F(TokenWindowsTest, StateFromAnotherCorpusOfTheSameSizeIsRefused) {
