@@ -5,7 +5,6 @@
 
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "feedline/status.h"
