@@ -163,6 +163,14 @@ class PyLoader {
     }();
     loader_ = ValueOrThrow(std::move(loader));
   }
+  // Over a pipeline another recipe built (tokens: TokenWindowPipeline).
+  PyLoader(const Pipeline& pipeline, const LoaderOptions& options) {
+    Result<std::unique_ptr<Loader>> loader = [&]() {
+      py::gil_scoped_release release;
+      return Loader::Create(pipeline, options);
+    }();
+    loader_ = ValueOrThrow(std::move(loader));
+  }
 
   // The next batch as a dict, or None at the end of the epoch. Waits in
   // slices of `poll_s` without the GIL, checking for signals in between, so
@@ -377,11 +385,22 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("stall_timeout_ms", &LoaderOptions::stall_timeout_ms)
       .def_readwrite("elastic", &LoaderOptions::elastic);
 
+  // A recipe's output, opaque to Python: handed from a recipe binding to Loader.
+  py::class_<Pipeline>(m, "Pipeline")
+      .def_readonly("num_samples", &Pipeline::num_samples)
+      .def_property_readonly("fields", [](const Pipeline& p) {
+        py::list names;
+        for (const FieldSpec& f : p.fields) names.append(PyText(f.name));
+        return names;
+      });
+
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const SampleSpec&, const LoaderOptions&,
                     const SourceOptions&>(),
            py::arg("root"), py::arg("spec"), py::arg("options"),
            py::arg("source") = SourceOptions())
+      .def(py::init<const Pipeline&, const LoaderOptions&>(), py::arg("pipeline"),
+           py::arg("options"))
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

@@ -24,12 +24,14 @@ from . import transforms
 from ._C import CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError, TimeoutError
 from ._tv import UnsupportedTransformError
 from .loader import Batch, Loader, RecordLoader
+from .tokens import TokenLoader
 
 if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for first use (__getattr__)
     from . import doctor as doctor
 
-__all__ = ["Loader", "RecordLoader", "Batch", "transforms", "doctor", "Error", "ResourceError", "CancelledError",
-           "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError", "UnsupportedTransformError"]
+__all__ = ["Loader", "RecordLoader", "TokenLoader", "Batch", "transforms", "doctor", "Error", "ResourceError",
+           "CancelledError", "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError",
+           "UnsupportedTransformError"]
 
 
 def __getattr__(name: str) -> "_typing.Any":

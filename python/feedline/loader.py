@@ -138,7 +138,7 @@ class Loader:
                  http_timeout: float = 10.0, http_retries: int = 3, read_ahead_bytes: Optional[int] = None,
                  read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
                  max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, strict: bool = False,
-                 _raw_max_bytes: int = 0) -> None:
+                 _raw_max_bytes: int = 0, _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -216,7 +216,11 @@ class Loader:
             spec.max_record_bytes = int(_raw_max_bytes)
         else:
             spec.transform = self.transform
-        self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
+        # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
+        if _pipeline is not None:
+            self._loader = _C.Loader(_pipeline, o)
+        else:
+            self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
         self._mid_epoch = False

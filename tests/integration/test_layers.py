@@ -3,7 +3,8 @@ over the tree's #include lines, so that a change that breaks a layer fails
 here instead of in a reviewer's head:
 
 - core knows nothing above it; engine knows no codec, format or framework;
-- io carries bytes and knows no codec; image knows no source;
+- io carries bytes and knows no codec; image knows no source; tokens (token
+  files and windows) knows core and engine only;
 - only the recipes layer (pipelines) knows both sources and ops;
 - nothing under src/ or include/ includes Python, pybind11 or torch;
 - tools/ and examples/ use the public API only (no private src/ headers).
@@ -24,6 +25,7 @@ LAYER_OF_HEADER = {
     "image.h": "image",
     "file.h": "io", "shard.h": "io", "shard_format.h": "io", "dataset.h": "io", "image_folder.h": "io",
     "webdataset.h": "io", "source.h": "io",
+    "tokens.h": "tokens",
     "pipeline_builder.h": "pipelines",
 }
 
@@ -33,7 +35,8 @@ ALLOWED = {
     "engine": {"core", "engine"},
     "image": {"core", "engine", "image"},
     "io": {"core", "engine", "io"},
-    "pipelines": {"core", "engine", "image", "io", "pipelines"},
+    "tokens": {"core", "engine", "tokens"},
+    "pipelines": {"core", "engine", "image", "io", "tokens", "pipelines"},
 }
 
 CODEC_HEADERS = re.compile(r"^(jpeglib|turbojpeg|spng|png|webp/.*|tiffio|tiff|gif_lib|zlib)\.h$")

@@ -1,0 +1,154 @@
+// Token streams for language-model training: memory-mapped readers of
+// pre-tokenised corpora and the pipeline that cuts them into training windows.
+//
+// Formats read (docs/tokens.md has the byte layouts):
+//   - flat token files (nanoGPT's train.bin): raw little-endian uint16 or
+//     uint32 ids, no header; one document unless an eos token splits it;
+//   - Megatron-LM indexed datasets: `prefix.bin` (the ids) + `prefix.idx`
+//     (the MMIDIDX index: dtype, sequence lengths and pointers, documents).
+// Every file is mapped read-only (mmap): windows are read at random offsets,
+// whole, so the page cache is the buffer and nothing is copied twice.
+//
+// A TokenCorpus concatenates sources in order. A window sample i holds the
+// seq_len + 1 tokens [i * seq_len, i * seq_len + seq_len + 1) of the
+// concatenation: windows overlap by one token, so every token after the
+// first is a label exactly once (nanoGPT's stride).
+//
+// Thread safety: TokenSource and TokenCorpus are immutable after Open; all
+// methods are const and safe for concurrent use. The pipeline's op is a
+// SampleOp (safe for concurrent use).
+#ifndef FEEDLINE_TOKENS_H_
+#define FEEDLINE_TOKENS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/export.h"
+#include "feedline/sample.h"
+#include "feedline/status.h"
+
+namespace feedline {
+
+// How token ids are stored on disk (little-endian).
+enum class TokenDType : uint8_t { kUInt8, kInt8, kInt16, kUInt16, kInt32, kUInt32, kInt64 };
+FEEDLINE_EXPORT size_t TokenDTypeSize(TokenDType dtype);
+FEEDLINE_EXPORT std::string_view TokenDTypeName(TokenDType dtype);  // "uint16", ...
+// "uint16", "uint32", ... InvalidArgument naming the accepted names otherwise.
+FEEDLINE_EXPORT Result<TokenDType> ParseTokenDType(std::string_view name);
+
+// One token file (flat) or dataset (Megatron), mapped for its lifetime.
+class FEEDLINE_EXPORT TokenSource {
+ public:
+  enum class Kind { kFlat, kMegatron };
+
+  virtual ~TokenSource() = default;
+  virtual Kind kind() const = 0;
+  // The file holding the ids (the .bin).
+  virtual const std::string& path() const = 0;
+  virtual TokenDType dtype() const = 0;
+  virtual uint64_t num_tokens() const = 0;
+  // Documents in the source. Megatron: from the index (O(1)); a flat file:
+  // 1, or with an eos token, 1 + the eos tokens before the last token
+  // (a scan of the file, O(tokens)).
+  virtual uint64_t CountDocuments() const = 0;
+  // Appends, in increasing order, every token offset s in [begin, end) at
+  // which a document starts (offset 0 always does; with an eos token, the
+  // token after each eos). end <= num_tokens().
+  virtual void DocumentStarts(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const = 0;
+  // Tokens [begin, end) widened to int64 into out[0, end - begin).
+  // OutOfRange past num_tokens(); DataLoss for a negative id (signed
+  // dtypes), naming the file and the token offset.
+  virtual Status Read(uint64_t begin, uint64_t end, int64_t* out) const = 0;
+  // Digest of what the source is (kind, file name, dtype, sizes, and for
+  // Megatron the whole index), for resume states.
+  virtual uint64_t Fingerprint() const = 0;
+};
+
+struct FEEDLINE_EXPORT TokenSourceOptions {
+  // The dtype of flat files (Megatron's is in its index).
+  TokenDType flat_dtype = TokenDType::kUInt16;
+  // In flat files: the id that ends a document (the next token starts the
+  // next one). Unset: a flat file is one document. Megatron documents come
+  // from the index and ignore it.
+  std::optional<int64_t> eos_token;
+};
+
+// Opens a flat token file. Errors: NotFound/Unavailable naming the file;
+// DataLoss when its size is not a multiple of the dtype, naming the file,
+// its size and the dtype; InvalidArgument for an empty file.
+FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(
+    const std::string& path, const TokenSourceOptions& options);
+
+// Opens a Megatron-LM indexed dataset `prefix.bin` + `prefix.idx`. Every
+// field of the index is checked before use: magic, version (1), dtype code
+// (integer dtypes only), the index size against its counts, each sequence
+// length (>= 0) and pointer (contiguous: pointer[i] = pointer[i-1] +
+// length[i-1] * itemsize, starting at 0), the document indices (0 first,
+// non-decreasing, sequence count last), and the .bin size against the sum
+// of the lengths. Errors name the file, the field (with its index) and the
+// value: DataLoss for a corrupt index, InvalidArgument for a dtype we do not
+// read, NotFound for a missing file.
+FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenMegatronDataset(
+    const std::string& prefix);
+
+// The one rule for what a path names: a Megatron prefix when `path.idx`
+// exists (or `path` ends in .bin and the .idx beside it exists), else a
+// flat token file.
+FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenTokenSource(
+    const std::string& path, const TokenSourceOptions& options);
+
+// Sources concatenated in order; each source starts a document.
+class FEEDLINE_EXPORT TokenCorpus {
+ public:
+  // InvalidArgument for no sources; otherwise the first source's error.
+  static Result<std::shared_ptr<const TokenCorpus>> Open(const std::vector<std::string>& paths,
+                                                         const TokenSourceOptions& options);
+  explicit TokenCorpus(std::vector<std::shared_ptr<const TokenSource>> sources);
+
+  uint64_t num_tokens() const { return offsets_.back(); }
+  size_t num_sources() const { return sources_.size(); }
+  const TokenSource& source(size_t i) const { return *sources_[i]; }
+  // The first token of source i in the concatenation.
+  uint64_t source_offset(size_t i) const { return offsets_[i]; }
+  // Sum of the sources' CountDocuments().
+  uint64_t CountDocuments() const;
+  // As TokenSource's, over the concatenation.
+  void DocumentStarts(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const;
+  Status Read(uint64_t begin, uint64_t end, int64_t* out) const;
+  // The source holding global token t (t < num_tokens()).
+  size_t SourceOf(uint64_t t) const;
+  uint64_t Fingerprint() const;
+
+ private:
+  std::vector<std::shared_ptr<const TokenSource>> sources_;
+  std::vector<uint64_t> offsets_;  // num_sources + 1 entries, offsets_[0] = 0
+};
+
+// Windows of seq_len + 1 tokens at stride seq_len: floor((T - 1) / seq_len)
+// for T tokens (0 if T <= seq_len). The last T - 1 - windows * seq_len
+// tokens are never a label (TokenWindowTailTokens).
+FEEDLINE_EXPORT uint64_t NumTokenWindows(uint64_t num_tokens, uint64_t seq_len);
+FEEDLINE_EXPORT uint64_t TokenWindowTailTokens(uint64_t num_tokens, uint64_t seq_len);
+
+// The concat-packing pipeline: sample i is window i, fields (all int64
+// [seq_len], in this order):
+//   input_ids     tokens [i*S, i*S + S)
+//   labels        tokens [i*S + 1, i*S + S + 1) (input shifted by one)
+//   position_ids  0 at the window start and at each document start inside
+//                 it, +1 per token otherwise
+//   document_ids  0 for the window's first document, +1 at each document
+//                 start inside the window
+// Its op ("tokens") fingerprints the corpus (DataFingerprint) and seq_len
+// (ConfigFingerprint), so a resume state from another corpus is refused.
+// InvalidArgument for seq_len 0 or a corpus with fewer than seq_len + 1
+// tokens (naming both).
+FEEDLINE_EXPORT Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus,
+                                                     uint64_t seq_len);
+
+}  // namespace feedline
+
+#endif  // FEEDLINE_TOKENS_H_

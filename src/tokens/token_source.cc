@@ -1,0 +1,204 @@
+// Token dtypes, the flat (nanoGPT) reader and the one rule that tells a flat
+// file from a Megatron prefix.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "feedline/tokens.h"
+#include "src/core/detail/endian.h"
+#include "src/tokens/mapped_file.h"
+#include "src/tokens/token_codec.h"
+
+namespace feedline {
+
+size_t TokenDTypeSize(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUInt8:
+    case TokenDType::kInt8: return 1;
+    case TokenDType::kInt16:
+    case TokenDType::kUInt16: return 2;
+    case TokenDType::kInt32:
+    case TokenDType::kUInt32: return 4;
+    case TokenDType::kInt64: return 8;
+  }
+  return 1;
+}
+
+std::string_view TokenDTypeName(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUInt8: return "uint8";
+    case TokenDType::kInt8: return "int8";
+    case TokenDType::kInt16: return "int16";
+    case TokenDType::kUInt16: return "uint16";
+    case TokenDType::kInt32: return "int32";
+    case TokenDType::kUInt32: return "uint32";
+    case TokenDType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+Result<TokenDType> ParseTokenDType(std::string_view name) {
+  for (TokenDType d :
+       {TokenDType::kUInt8, TokenDType::kInt8, TokenDType::kInt16, TokenDType::kUInt16,
+        TokenDType::kInt32, TokenDType::kUInt32, TokenDType::kInt64}) {
+    if (TokenDTypeName(d) == name) return d;
+  }
+  return InvalidArgumentError("unknown token dtype '" + std::string(name) +
+                              "' (uint8, int8, int16, uint16, int32, uint32, int64)");
+}
+
+namespace tokens::detail {
+namespace {
+
+template <typename T>
+Status Widen(const uint8_t* p, uint64_t n, int64_t* out, const std::string& path,
+             uint64_t first_token) {
+  for (uint64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_signed_v<T>) {
+      if (v < 0) {
+        return DataLossError("token file '" + path + "': token " + std::to_string(first_token + i) +
+                             " is negative (" + std::to_string(v) + ")");
+      }
+    }
+    if constexpr (std::is_same_v<T, int8_t>) {
+      out[i] = static_cast<uint8_t>(v);  // 0..127 here: the same value, no char sign games
+    } else {
+      out[i] = static_cast<int64_t>(v);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status WidenTokens(TokenDType dtype, const uint8_t* p, uint64_t n, int64_t* out,
+                   const std::string& path, uint64_t first_token) {
+  switch (dtype) {
+    case TokenDType::kUInt8: return Widen<uint8_t>(p, n, out, path, first_token);
+    case TokenDType::kInt8: return Widen<int8_t>(p, n, out, path, first_token);
+    case TokenDType::kInt16: return Widen<int16_t>(p, n, out, path, first_token);
+    case TokenDType::kUInt16: return Widen<uint16_t>(p, n, out, path, first_token);
+    case TokenDType::kInt32: return Widen<int32_t>(p, n, out, path, first_token);
+    case TokenDType::kUInt32: return Widen<uint32_t>(p, n, out, path, first_token);
+    case TokenDType::kInt64: return Widen<int64_t>(p, n, out, path, first_token);
+  }
+  return InternalError("unknown token dtype");
+}
+
+int64_t LoadToken(TokenDType dtype, const uint8_t* base, uint64_t t) {
+  int64_t v = 0;
+  // A negative id never equals a (non-negative) eos token; its read fails.
+  (void)WidenTokens(dtype, base + t * TokenDTypeSize(dtype), 1, &v, std::string(), t);
+  return v;
+}
+
+}  // namespace tokens::detail
+
+namespace {
+
+using tokens::detail::MappedFile;
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+class FlatTokenFile final : public TokenSource {
+ public:
+  FlatTokenFile(std::unique_ptr<MappedFile> file, TokenDType dtype, std::optional<int64_t> eos)
+      : file_(std::move(file)),
+        dtype_(dtype),
+        eos_(eos),
+        num_tokens_(file_->size() / TokenDTypeSize(dtype)) {}
+
+  Kind kind() const override { return Kind::kFlat; }
+  const std::string& path() const override { return file_->path(); }
+  TokenDType dtype() const override { return dtype_; }
+  uint64_t num_tokens() const override { return num_tokens_; }
+
+  uint64_t CountDocuments() const override {
+    if (!eos_) return 1;
+    uint64_t docs = 1;
+    // An eos as the last token ends the last document; it starts none.
+    for (uint64_t t = 0; t + 1 < num_tokens_; ++t) docs += IsEos(t) ? 1 : 0;
+    return docs;
+  }
+
+  void DocumentStarts(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const override {
+    end = std::min(end, num_tokens_);
+    for (uint64_t s = begin; s < end; ++s) {
+      if (s == 0 || (eos_ && IsEos(s - 1))) out->push_back(s);
+    }
+  }
+
+  Status Read(uint64_t begin, uint64_t end, int64_t* out) const override {
+    if (begin > end || end > num_tokens_) {
+      return OutOfRangeError("token file '" + path() + "': tokens [" + std::to_string(begin) +
+                             ", " + std::to_string(end) + ") past its " +
+                             std::to_string(num_tokens_) + " tokens");
+    }
+    return tokens::detail::WidenTokens(dtype_, file_->data() + begin * TokenDTypeSize(dtype_),
+                                       end - begin, out, path(), begin);
+  }
+
+  uint64_t Fingerprint() const override {
+    std::string s = "flat:" + BaseName(path()) + ":" + std::string(TokenDTypeName(dtype_)) + ":";
+    core::detail::PutFixed64(&s, num_tokens_);
+    core::detail::PutFixed64(&s, eos_ ? static_cast<uint64_t>(*eos_) : ~uint64_t{0});
+    return core::detail::Fnv1a64(s.data(), s.size());
+  }
+
+ private:
+  bool IsEos(uint64_t t) const {
+    return tokens::detail::LoadToken(dtype_, file_->data(), t) == *eos_;
+  }
+
+  std::unique_ptr<MappedFile> file_;
+  TokenDType dtype_;
+  std::optional<int64_t> eos_;
+  uint64_t num_tokens_;
+};
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(const std::string& path,
+                                                             const TokenSourceOptions& options) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  const size_t item = TokenDTypeSize(options.flat_dtype);
+  if (file->size() % item != 0) {
+    return DataLossError("token file '" + path + "': size " + std::to_string(file->size()) +
+                         " bytes is not a multiple of the " +
+                         std::string(TokenDTypeName(options.flat_dtype)) + " token size (" +
+                         std::to_string(item) + " bytes)");
+  }
+  if (file->size() == 0) {
+    return InvalidArgumentError("token file '" + path + "' is empty (0 bytes)");
+  }
+  return std::shared_ptr<const TokenSource>(
+      std::make_shared<FlatTokenFile>(std::move(file), options.flat_dtype, options.eos_token));
+}
+
+Result<std::shared_ptr<const TokenSource>> OpenTokenSource(const std::string& path,
+                                                           const TokenSourceOptions& options) {
+  if (IsRegularFile(path + ".idx")) return OpenMegatronDataset(path);
+  constexpr std::string_view kBin = ".bin";
+  if (path.size() > kBin.size() && path.ends_with(kBin)) {
+    const std::string prefix = path.substr(0, path.size() - kBin.size());
+    if (IsRegularFile(prefix + ".idx")) return OpenMegatronDataset(prefix);
+  }
+  return OpenFlatTokenFile(path, options);
+}
+
+}  // namespace feedline

@@ -1,0 +1,214 @@
+// Concat packing over the engine's Loader: each window's tokens are exactly
+// the file's, labels are the inputs shifted by one, position_ids and
+// document_ids restart at document boundaries, and a resume state from
+// another corpus is refused.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "feedline/loader.h"
+#include "feedline/tokens.h"
+#include "tests/tokens/token_test_util.h"
+
+namespace feedline {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_tokens::MegatronBin;
+using testing_tokens::MegatronFixture;
+using testing_tokens::MegatronIndex;
+using testing_tokens::WriteBytes;
+using testing_tokens::WriteFlat;
+
+struct Window {
+  std::vector<int64_t> input_ids, labels, position_ids, document_ids;
+};
+
+class TokenWindowsTest : public testing_tokens::TempDirTest {
+ protected:
+  // Every window of epoch 0, in order (no shuffle, one rank).
+  static std::vector<Window> AllWindows(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len,
+                                        uint32_t threads = 1) {
+    auto pipeline = TokenWindowPipeline(std::move(corpus), seq_len);
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.num_threads = threads;
+    o.ring_depth = 2;
+    o.max_bytes = 64 << 20;
+    auto loader = Loader::Create(std::move(*pipeline), o);
+    EXPECT_TRUE(loader.ok()) << loader.status().ToString();
+    std::vector<Window> out;
+    while (true) {
+      Batch b;
+      bool end = false;
+      Status st = (*loader)->Next(&b, &end);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok() || end) break;
+      for (size_t i = 0; i < b.size(); ++i) {
+        Window w;
+        std::vector<int64_t>* dst[] = {&w.input_ids, &w.labels, &w.position_ids, &w.document_ids};
+        for (size_t f = 0; f < 4; ++f) {
+          std::span<int64_t> v = b.field_as<int64_t>(f);
+          dst[f]->assign(v.begin() + static_cast<ptrdiff_t>(i * seq_len),
+                         v.begin() + static_cast<ptrdiff_t>((i + 1) * seq_len));
+        }
+        out.push_back(std::move(w));
+      }
+    }
+    return out;
+  }
+  std::shared_ptr<const TokenCorpus> Corpus(const std::vector<std::string>& paths,
+                                            const TokenSourceOptions& o = {}) {
+    auto c = TokenCorpus::Open(paths, o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return *c;
+  }
+};
+
+TEST_F(TokenWindowsTest, WindowCountAndTail) {
+  EXPECT_EQ(NumTokenWindows(10, 3), 3u);  // windows [0,4) [3,7) [6,10)
+  EXPECT_EQ(TokenWindowTailTokens(10, 3), 0u);
+  EXPECT_EQ(NumTokenWindows(12, 3), 3u);  // tokens 10 and 11 are never a label
+  EXPECT_EQ(TokenWindowTailTokens(12, 3), 2u);
+  EXPECT_EQ(NumTokenWindows(3, 3), 0u);
+  EXPECT_EQ(NumTokenWindows(4, 3), 1u);
+  EXPECT_EQ(NumTokenWindows(4, 0), 0u);
+}
+
+TEST_F(TokenWindowsTest, FieldsAreInt64OfSeqLen) {
+  WriteFlat<uint16_t>(Path("a.bin"), std::vector<int64_t>(100, 1));
+  auto p = TokenWindowPipeline(Corpus({Path("a.bin")}), 8);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->num_samples, 12u);  // (100 - 1) / 8
+  ASSERT_EQ(p->fields.size(), 4u);
+  const char* names[] = {"input_ids", "labels", "position_ids", "document_ids"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(p->fields[i].name, names[i]);
+    EXPECT_EQ(p->fields[i].dtype, DType::kInt64);
+    EXPECT_EQ(p->fields[i].shape, (std::vector<int64_t>{8}));
+  }
+}
+
+TEST_F(TokenWindowsTest, TokensAreTheFilesAndLabelsAreShiftedByOne) {
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < 1001; ++i) tokens.push_back((i * 7919) % 50257);
+  WriteFlat<uint16_t>(Path("a.bin"), tokens);
+  const uint64_t seq_len = 16;
+  for (uint32_t threads : {1u, 3u}) {
+    std::vector<Window> w = AllWindows(Corpus({Path("a.bin")}), seq_len, threads);
+    ASSERT_EQ(w.size(), 62u) << threads;  // (1001 - 1) / 16
+    for (size_t i = 0; i < w.size(); ++i) {
+      for (uint64_t j = 0; j < seq_len; ++j) {
+        ASSERT_EQ(w[i].input_ids[j], tokens[i * seq_len + j]) << i << "," << j;
+        ASSERT_EQ(w[i].labels[j], tokens[i * seq_len + j + 1]) << i << "," << j;
+        ASSERT_EQ(w[i].position_ids[j], static_cast<int64_t>(j));  // one document
+        ASSERT_EQ(w[i].document_ids[j], 0);
+      }
+    }
+  }
+}
+
+TEST_F(TokenWindowsTest, PositionsAndDocumentsRestartAtEosBoundaries) {
+  // eos = 0. Documents: [1 2 0] [3 0] [4 5 6 7 0] [8 9 ...]
+  WriteFlat<uint16_t>(Path("a.bin"), {1, 2, 0, 3, 0, 4, 5, 6, 7, 0, 8, 9, 10});
+  TokenSourceOptions o;
+  o.eos_token = 0;
+  std::vector<Window> w = AllWindows(Corpus({Path("a.bin")}, o), 4);
+  ASSERT_EQ(w.size(), 3u);
+  // Window 0: tokens 0..4 = 1 2 0 3 | 0 ; doc start at 3.
+  EXPECT_EQ(w[0].input_ids, (std::vector<int64_t>{1, 2, 0, 3}));
+  EXPECT_EQ(w[0].labels, (std::vector<int64_t>{2, 0, 3, 0}));
+  EXPECT_EQ(w[0].position_ids, (std::vector<int64_t>{0, 1, 2, 0}));
+  EXPECT_EQ(w[0].document_ids, (std::vector<int64_t>{0, 0, 0, 1}));
+  // Window 1: tokens 4..8 = 0 4 5 6 | 7; token 4 (eos) ends doc 1, 5 starts doc 2.
+  EXPECT_EQ(w[1].input_ids, (std::vector<int64_t>{0, 4, 5, 6}));
+  EXPECT_EQ(w[1].position_ids, (std::vector<int64_t>{0, 0, 1, 2}));
+  EXPECT_EQ(w[1].document_ids, (std::vector<int64_t>{0, 1, 1, 1}));
+  // Window 2: tokens 8..12 = 7 0 8 9 | 10; doc start at 10.
+  EXPECT_EQ(w[2].input_ids, (std::vector<int64_t>{7, 0, 8, 9}));
+  EXPECT_EQ(w[2].labels, (std::vector<int64_t>{0, 8, 9, 10}));
+  EXPECT_EQ(w[2].position_ids, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(w[2].document_ids, (std::vector<int64_t>{0, 0, 1, 1}));
+}
+
+TEST_F(TokenWindowsTest, MegatronDocumentsAndSourceBoundariesSplitWindows) {
+  // Megatron: documents [10 11 12] [20] [30 31 | 32 33] (two sequences: one document).
+  MegatronFixture m{{{{10, 11, 12}}, {{20}}, {{30, 31}, {32, 33}}}};
+  WriteBytes(Path("ds.bin"), MegatronBin<uint16_t>(m));
+  WriteBytes(Path("ds.idx"), MegatronIndex(m, 8, 2));
+  WriteFlat<uint16_t>(Path("tail.bin"), {90, 91, 92});
+  // Concatenation: 10 11 12 20 30 31 32 33 90 91 92; doc starts 0 3 4 8.
+  std::vector<Window> w = AllWindows(Corpus({Path("ds"), Path("tail.bin")}), 5);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].input_ids, (std::vector<int64_t>{10, 11, 12, 20, 30}));
+  EXPECT_EQ(w[0].labels, (std::vector<int64_t>{11, 12, 20, 30, 31}));
+  EXPECT_EQ(w[0].position_ids, (std::vector<int64_t>{0, 1, 2, 0, 0}));
+  EXPECT_EQ(w[0].document_ids, (std::vector<int64_t>{0, 0, 0, 1, 2}));
+  // Window 1 (tokens 5..10): 31 32 33 | 90 91 | 92; the sequence boundary at 6 is no document
+  // start.
+  EXPECT_EQ(w[1].input_ids, (std::vector<int64_t>{31, 32, 33, 90, 91}));
+  EXPECT_EQ(w[1].labels, (std::vector<int64_t>{32, 33, 90, 91, 92}));
+  EXPECT_EQ(w[1].position_ids, (std::vector<int64_t>{0, 1, 2, 0, 1}));
+  EXPECT_EQ(w[1].document_ids, (std::vector<int64_t>{0, 0, 0, 1, 1}));
+}
+
+TEST_F(TokenWindowsTest, SeqLenZeroAndTooShortCorporaAreRefused) {
+  WriteFlat<uint16_t>(Path("a.bin"), {1, 2, 3, 4});
+  Status zero = TokenWindowPipeline(Corpus({Path("a.bin")}), 0).status();
+  EXPECT_EQ(zero.code(), StatusCode::kInvalidArgument);
+  Status short_corpus = TokenWindowPipeline(Corpus({Path("a.bin")}), 4).status();
+  EXPECT_EQ(short_corpus.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_corpus.message(), HasSubstr("4 tokens"));
+  EXPECT_THAT(short_corpus.message(), HasSubstr("needs 5"));
+  EXPECT_TRUE(TokenWindowPipeline(Corpus({Path("a.bin")}), 3).ok());
+}
+
+TEST_F(TokenWindowsTest, BadTokenIsASampleErrorNamingFileAndWindow) {
+  MegatronFixture m{{{{1, 2, 3, 4, -1, 6, 7, 8, 9}}}};
+  WriteBytes(Path("neg.bin"), MegatronBin<int32_t>(m));
+  WriteBytes(Path("neg.idx"), MegatronIndex(m, 4, 4));
+  auto p = TokenWindowPipeline(Corpus({Path("neg")}), 2);
+  ASSERT_TRUE(p.ok());
+  LoaderOptions o;
+  o.batch_size = 1;
+  o.num_threads = 1;
+  o.max_bytes = 64 << 20;
+  auto loader = Loader::Create(std::move(*p), o);
+  ASSERT_TRUE(loader.ok());
+  Batch b;
+  bool end = false;
+  Status st;
+  for (int i = 0; i < 4 && st.ok(); ++i) st = (*loader)->Next(&b, &end);
+  // Window 1 (tokens 2..4) holds the negative id at token 4.
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(st.message(), HasSubstr("neg.bin"));
+  EXPECT_THAT(st.message(), HasSubstr("token 4 is negative"));
+  EXPECT_THAT(st.message(), HasSubstr("window 1"));
+  EXPECT_THAT(st.message(), HasSubstr("offset 8"));  // window 1 starts at token 2: byte 8 of int32s
+}
+
+TEST_F(TokenWindowsTest, StateFromAnotherCorpusOfTheSameSizeIsRefused) {
+  WriteFlat<uint16_t>(Path("a.bin"), std::vector<int64_t>(65, 1));
+  WriteFlat<uint16_t>(Path("b.bin"), std::vector<int64_t>(65, 2));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.num_threads = 1;
+  o.max_bytes = 64 << 20;
+  auto a = Loader::Create(*TokenWindowPipeline(Corpus({Path("a.bin")}), 8), o);
+  auto b = Loader::Create(*TokenWindowPipeline(Corpus({Path("b.bin")}), 8), o);
+  auto a16 = Loader::Create(*TokenWindowPipeline(Corpus({Path("a.bin")}), 4), o);
+  ASSERT_TRUE(a.ok() && b.ok() && a16.ok());
+  const std::string state = (*a)->SaveState();
+  Status other = (*b)->RestoreState(state);
+  EXPECT_FALSE(other.ok());
+  EXPECT_THAT(other.message(), HasSubstr("fingerprint"));
+  EXPECT_FALSE((*a16)->RestoreState(state).ok());
+  EXPECT_TRUE((*a)->RestoreState(state).ok());
+}
+
+}  // namespace
+}  // namespace feedline
