@@ -259,9 +259,13 @@ def test_keyboard_interrupt_reaches_a_consumer_waiting_inside_cpp(dataset, tmp_p
     # latency measurement: a busy machine may take a while to schedule it.
     script = tmp_path / "interrupt.py"
     script.write_text(textwrap.dedent(f"""
-        import faulthandler, sys, time, feedline
+        import faulthandler, signal, sys, time, feedline
         # A hang shows where it is: every thread's stack on stderr after 50 s.
         faulthandler.dump_traceback_later(50, exit=False)
+        # Python leaves SIGINT ignored when it starts with it ignored (as in
+        # any job a non-interactive shell put in the background): ask for
+        # KeyboardInterrupt explicitly, as a user's terminal would give it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         loader = feedline.Loader({str(dataset)!r}, batch_size=96, num_threads=1, prefetch_batches=1,
                                  transform=feedline.transforms.imagenet_train(exact=True))
         print("ready", flush=True)
