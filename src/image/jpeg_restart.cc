@@ -55,7 +55,7 @@ bool FindRestartIntervals(std::span<const uint8_t> b, RestartLayout* l) {
       }
       uint32_t hmax = 0, vmax = 0;
       for (uint32_t c = 0; c < l->components; ++c) {
-        const uint8_t s = b[i + 9 + 3 * c];
+        const uint8_t s = b[i + 9 + size_t{3} * c];
         l->h_samp[c] = s >> 4;
         l->v_samp[c] = s & 15;
         if (l->h_samp[c] < 1 || l->h_samp[c] > 4 || l->v_samp[c] < 1 || l->v_samp[c] > 4)
