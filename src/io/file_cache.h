@@ -10,10 +10,12 @@
 // file: never a silent short or stale read.
 //
 // The open files are shared_ptrs: a read in flight keeps its descriptor
-// alive even if the cache drops it meanwhile, so the process holds at most
-// capacity + (reads in flight) descriptors through a cache, and no
-// descriptor is closed under a reader. pread has no file position, so one
-// descriptor serves concurrent reads.
+// alive even if the cache drops it meanwhile, and a file dropped to make
+// room is closed after the lock is released, so the process holds at most
+// capacity + 2 x (concurrent readers) descriptors through a cache (each
+// reader: the file it reads, and one it reopened or dropped and has not yet
+// inserted or closed), and no descriptor is closed under a reader. pread has no file position, so
+// one descriptor serves concurrent reads.
 //
 // URLs are not cached (an HTTP file holds no descriptor between requests):
 // Open returns OpenFile's file for them.

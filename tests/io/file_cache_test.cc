@@ -201,7 +201,9 @@ TEST_F(FileCacheTest, ConcurrentReadsSeeTheirOwnBytesWithinTheBound) {
       }
       for (std::thread& th : pool) th.join();
       EXPECT_EQ(bad, 0) << threads << " threads, capacity " << capacity;
-      EXPECT_LE(counts_->peak, static_cast<int64_t>(capacity) + threads)
+      // Each reader: the file it reads, and one it reopened or dropped and
+      // has not yet inserted or closed (file_cache.h).
+      EXPECT_LE(counts_->peak, static_cast<int64_t>(capacity) + 2 * threads)
           << threads << " threads, capacity " << capacity;
       EXPECT_LE(cache->open_files(), capacity);
       files.clear();
