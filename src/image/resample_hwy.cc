@@ -93,11 +93,14 @@ HWY_INLINE hn::Vec<DU16> ToHalf(hn::Vec<DF> f) {
   V32 normal = hn::IfThenElse(up, hn::Add(h, hn::Set(d32, 1)), h);
   // Overflow (and inf/NaN, not produced here) -> inf.
   normal = hn::IfThenElse(hn::Gt(abs, hn::Set(d32, 0x477FEFFF)), hn::Set(d32, 0x7C00), normal);
-  // Subnormal halves and zero: abs * 2^24 rounded to nearest even, done in
+  // Subnormal halves and zero: abs * 2^24 rounded to nearest even (capped at
+  // 4096 first: lanes that are not subnormal must not overflow the int
+  // conversion, which is undefined on the emulated targets), done in
   // float (exact: the product needs at most 24 significant bits before the
   // rounding, which the conversion does to even).
   const hn::Vec<DF> af = hn::BitCast(DF(), abs);
-  const V32 sub = hn::NearestInt(hn::Mul(af, hn::Set(DF(), 16777216.0f)));
+  const V32 sub =
+      hn::NearestInt(hn::Min(hn::Mul(af, hn::Set(DF(), 16777216.0f)), hn::Set(DF(), 4096.0f)));
   const V32 r = hn::IfThenElse(hn::Lt(abs, hn::Set(d32, 0x38800000)), sub, normal);
   return hn::DemoteTo(du16, hn::Or(sign, r));
 }
