@@ -6,8 +6,9 @@
 // it costs is backpressure: the loader produces ahead only into free buffers,
 // within its memory budget.
 //
-// Layout: field i is a contiguous C-order array [size(), shape...] of its
-// dtype starting at data(i); fields are kBufferAlignment-aligned.
+// Layout: a kTensor field i is a contiguous C-order array [size(), shape...]
+// of its dtype starting at data(i); fields are kBufferAlignment-aligned. A
+// kBytes field holds one byte string per sample, read with bytes(i, sample).
 //
 // Thread safety: const methods may be called concurrently. Copies may be
 // destroyed on any thread.
@@ -68,8 +69,11 @@ class FEEDLINE_EXPORT Batch {
   size_t num_fields() const;
   const FieldSpec& field(size_t i) const;
   void* data(size_t i) const;
-  // size() * field(i).SampleBytes()
+  // size() * field(i).SampleBytes() (0 for a kBytes field)
   size_t field_bytes(size_t i) const;
+  // Sample `sample`'s bytes of kBytes field i (sample < size()); valid while
+  // this batch or a copy of it lives.
+  std::span<const uint8_t> bytes(size_t i, size_t sample) const;
   template <typename T>
   std::span<T> field_as(size_t i) const {
     return {static_cast<T*>(data(i)), field_bytes(i) / sizeof(T)};

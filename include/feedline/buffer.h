@@ -72,16 +72,32 @@ enum class DType : uint8_t {
 FEEDLINE_EXPORT size_t DTypeSize(DType dtype);
 FEEDLINE_EXPORT std::string_view DTypeName(DType dtype);  // "uint8", "float32", ...
 
-// One per-sample output of a pipeline: in a batch it becomes a contiguous
-// array of shape [batch, shape...] (e.g. "image" float32 {3, 224, 224},
-// "label" int64 {}).
+// How a field's per-sample values are stored in a batch.
+enum class FieldKind : uint8_t {
+  // A fixed-size array: the batch holds one contiguous [batch, shape...]
+  // array of `dtype` inside the batch buffer.
+  kTensor,
+  // Bytes of any length per sample (text, JSON, an encoded array): the
+  // batch holds one byte string per sample beside the buffer; dtype and
+  // shape are unused. Ops fill it with Sample::bytes_output(); consumers
+  // read it with Batch::bytes().
+  kBytes,
+};
+
+// One per-sample output of a pipeline: in a batch a kTensor field becomes a
+// contiguous array of shape [batch, shape...] (e.g. "image" float32
+// {3, 224, 224}, "label" int64 {}), a kBytes field one byte string per sample.
 struct FEEDLINE_EXPORT FieldSpec {
   std::string name;
   DType dtype = DType::kUInt8;
   std::vector<int64_t> shape;  // per sample; empty means a scalar
+  FieldKind kind = FieldKind::kTensor;
 
-  // Bytes one sample occupies; 0 if a dimension is not positive.
+  // Bytes one sample occupies in the batch buffer; 0 if a dimension is not
+  // positive, and for a kBytes field (stored beside the buffer).
   size_t SampleBytes() const;
+  // A kBytes field named `name`.
+  static FieldSpec Bytes(std::string name);
 };
 
 }  // namespace feedline

@@ -11,6 +11,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "feedline/dataset.h"
 #include "feedline/export.h"
@@ -22,26 +25,73 @@
 
 namespace feedline {
 
+// One named, typed field of a sample with several fields (docs/fields.md).
+struct FEEDLINE_EXPORT FieldRequest {
+  enum class Kind {
+    kImage,    // an encoded image, decoded and transformed: a kTensor field (ImageField(transform))
+    kLabel,    // a decimal integer: int64 scalar
+    kText,     // UTF-8 text, checked: kBytes
+    kJson,     // a JSON document, checked: kBytes (parsed by the consumer)
+    kNdarray,  // a .npy array, its header checked against its size: kBytes (the whole .npy)
+    kBytes,    // anything, as it is: kBytes
+  };
+  std::string name;  // the batch field's name
+  Kind kind = Kind::kBytes;
+  // The sample parts that may hold the field, in order of preference (the
+  // first the sample has is used): WebDataset member extensions ("jpg",
+  // "png", "cls", "txt"). Empty: DefaultParts(kind). For sources of one
+  // image and a label per sample (image folders, packed shards), an image
+  // field with no matching part takes the sample's image and a label field
+  // its label.
+  std::vector<std::string> parts;
+  ImageTransform transform;  // kImage
+};
+
+// "jpg jpeg png webp ..." for kImage, "cls" kLabel, "txt" kText, "json"
+// kJson, "npy" kNdarray, none for kBytes.
+FEEDLINE_EXPORT std::vector<std::string> DefaultParts(FieldRequest::Kind kind);
+// The kind WebDataset's naming gives a part: image extensions kImage, "cls"
+// kLabel, "txt" kText, "json" kJson, "npy" kNdarray, anything else kBytes.
+FEEDLINE_EXPORT FieldRequest::Kind KindOfPart(std::string_view part);
+FEEDLINE_EXPORT std::string_view FieldKindName(FieldRequest::Kind kind);  // "image", "label", ...
+
 // What each sample of a source becomes.
 struct FEEDLINE_EXPORT SampleSpec {
   enum class Output {
     kImage,     // decode + transform: fields {"image" (ImageField(transform)), "label" int64}
     kRawBytes,  // the record as read: fields {"bytes" uint8 [max_record_bytes], "length" int64,
                 // "label" int64}, for non-image data or decoding elsewhere
+    kFields,    // the named fields of `fields`, in that order (open the source with
+                // SourceOptions::parts)
   };
   Output output = Output::kImage;
-  ImageTransform transform;       // kImage
-  uint64_t max_record_bytes = 0;  // kRawBytes: the "bytes" field's capacity, > 0
+  ImageTransform transform;          // kImage
+  uint64_t max_record_bytes = 0;     // kRawBytes: the "bytes" field's capacity, > 0
+  std::vector<FieldRequest> fields;  // kFields: at least one, names unique
 };
 
 // The pipeline for `source` (OpenSource) and `spec`: the source's read op
 // (bytes, label, location), then the spec's ops. InvalidArgument for
-// kRawBytes with max_record_bytes 0, or a source without a read op.
+// kRawBytes with max_record_bytes 0, kFields with no field or a repeated
+// name, or a source without a read op.
 FEEDLINE_EXPORT Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec);
 
 // Field ops any recipe may use.
 // Writes the sample's label into int64 field `field`.
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
+// The op that fills field `field` (of FieldSpecOf(request)) from the
+// sample's parts. A sample without any of the request's parts fails with
+// NotFound naming the field, the parts looked for and the parts it has;
+// content that is not what the kind says (a label that is not an integer,
+// text that is not UTF-8, JSON that does not parse, a .npy whose header
+// disagrees with its size) fails with DataLoss naming the field, the part
+// and the reason. `source_has_labels`: the source gives one image and a
+// label per sample (the fallbacks of FieldRequest::parts).
+FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeFieldOp(const FieldRequest& request,
+                                                            size_t field, bool source_has_labels);
+// The batch field a request fills.
+FEEDLINE_EXPORT FieldSpec FieldSpecOf(const FieldRequest& request);
+
 // Writes the sample's bytes into uint8 field `bytes_field` (capacity
 // max_bytes, zero padded) and their length into int64 field `length_field`.
 // A record longer than max_bytes is a sample error naming its size and the

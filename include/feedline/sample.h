@@ -85,6 +85,27 @@ class FEEDLINE_EXPORT Sample {
   T* output_as(size_t i) const {
     return static_cast<T*>(outputs_[i]);
   }
+  // The output of kBytes field i (FieldKind::kBytes): this sample's byte
+  // string, empty when the op starts; assign or append to it. Only for
+  // kBytes fields (output(i) of one is not a pointer into the buffer).
+  std::vector<uint8_t>& bytes_output(size_t i) const {
+    return *static_cast<std::vector<uint8_t>*>(outputs_[i]);
+  }
+
+  // Parts: the named byte ranges a source read for this sample, for
+  // recipes with several fields (docs/fields.md). A WebDataset tar gives one
+  // per member of the sample's key, named by its extension ("jpg", "cls",
+  // "txt", "json", "npy", ...); an image folder gives one named by the
+  // file's extension. The spans point at memory that outlives the chain
+  // (the sample's scratch or the source's). Cleared between samples.
+  struct Part {
+    std::string name;
+    std::span<const uint8_t> data;
+  };
+  void AddPart(std::string_view name, std::span<const uint8_t> data);
+  std::span<const Part> parts() const { return {parts_.data(), num_parts_}; }
+  // The first part named `name`, or null.
+  const Part* FindPart(std::string_view name) const;
 
   // True once the loader is being cancelled or destroyed. A long-running op
   // (a slow read, a retry loop) should check it and return CancelledError.
@@ -111,6 +132,8 @@ class FEEDLINE_EXPORT Sample {
   bool is_padding_ = false;
   std::span<const uint8_t> data_;
   std::vector<uint8_t> scratch_;
+  std::vector<Part> parts_;  // the first num_parts_ are this sample's; capacity kept
+  size_t num_parts_ = 0;
   SampleLocation location_;
   std::vector<void*> outputs_;
   const std::atomic<bool>* cancelled_ = nullptr;

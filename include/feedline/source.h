@@ -37,6 +37,11 @@ struct FEEDLINE_EXPORT SourceOptions {
   uint64_t read_ahead_bytes = ~uint64_t{0};
   uint32_t read_ahead_threads = 8;
   ImageFolderOptions folder;  // for image folder trees
+  // Samples with several fields (docs/fields.md): tars are opened with
+  // every member as a named part of its sample, and a sample needs no image
+  // member. Image folders always name their file's part by its extension;
+  // packed shards hold one image and a label per record.
+  bool parts = false;
 };
 
 // Which kind of source `path` is, by the one rule every caller uses (the

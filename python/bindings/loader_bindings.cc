@@ -57,9 +57,20 @@ py::dict BatchDict(const Batch& b) {
   py::dict d;
   py::list fields, names, dtypes;
   for (size_t i = 0; i < b.num_fields(); ++i) {
-    fields.append(FieldArray(b, i));
+    if (b.field(i).kind == FieldKind::kBytes) {
+      // One bytes object per sample (copied: they are small and Python owns them).
+      py::list values;
+      for (size_t k = 0; k < b.size(); ++k) {
+        const std::span<const uint8_t> v = b.bytes(i, k);
+        values.append(py::bytes(reinterpret_cast<const char*>(v.data()), v.size()));
+      }
+      fields.append(values);
+      dtypes.append("bytes");
+    } else {
+      fields.append(FieldArray(b, i));
+      dtypes.append(PyText(DTypeName(b.field(i).dtype)));
+    }
     names.append(PyText(b.field(i).name));
-    dtypes.append(PyText(DTypeName(b.field(i).dtype)));
   }
   d["fields"] = fields;
   d["names"] = names;
@@ -339,14 +350,33 @@ void RegisterLoader(py::module_& m) {
       },
       py::arg("data"), py::arg("transform"), py::arg("crop") = py::none(), py::arg("flip") = false);
 
+  py::class_<FieldRequest> request(m, "FieldRequest");
+  py::enum_<FieldRequest::Kind>(request, "Kind")
+      .value("IMAGE", FieldRequest::Kind::kImage)
+      .value("LABEL", FieldRequest::Kind::kLabel)
+      .value("TEXT", FieldRequest::Kind::kText)
+      .value("JSON", FieldRequest::Kind::kJson)
+      .value("NDARRAY", FieldRequest::Kind::kNdarray)
+      .value("BYTES", FieldRequest::Kind::kBytes);
+  request.def(py::init<>())
+      .def_readwrite("name", &FieldRequest::name)
+      .def_readwrite("kind", &FieldRequest::kind)
+      .def_readwrite("parts", &FieldRequest::parts)
+      .def_readwrite("transform", &FieldRequest::transform);
+  m.def(
+      "kind_of_part", [](const std::string& part) { return KindOfPart(part); }, py::arg("part"));
+  m.def("default_parts", &DefaultParts, py::arg("kind"));
+
   py::class_<SampleSpec> spec(m, "SampleSpec");
   py::enum_<SampleSpec::Output>(spec, "Output")
       .value("IMAGE", SampleSpec::Output::kImage)
-      .value("RAW_BYTES", SampleSpec::Output::kRawBytes);
+      .value("RAW_BYTES", SampleSpec::Output::kRawBytes)
+      .value("FIELDS", SampleSpec::Output::kFields);
   spec.def(py::init<>())
       .def_readwrite("output", &SampleSpec::output)
       .def_readwrite("transform", &SampleSpec::transform)
-      .def_readwrite("max_record_bytes", &SampleSpec::max_record_bytes);
+      .def_readwrite("max_record_bytes", &SampleSpec::max_record_bytes)
+      .def_readwrite("fields", &SampleSpec::fields);
 
   py::class_<HttpOptions>(m, "HttpOptions")
       .def(py::init<>())
@@ -361,6 +391,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("http", &SourceOptions::http)
       .def_readwrite("read_ahead_bytes", &SourceOptions::read_ahead_bytes)
       .def_readwrite("read_ahead_threads", &SourceOptions::read_ahead_threads)
+      .def_readwrite("parts", &SourceOptions::parts)
       .def_property(
           "skip_hidden_dirs", [](const SourceOptions& o) { return o.folder.skip_hidden_dirs; },
           [](SourceOptions& o, bool v) { o.folder.skip_hidden_dirs = v; });

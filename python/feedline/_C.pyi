@@ -71,6 +71,7 @@ class SourceOptions:
     read_ahead_bytes: int
     read_ahead_threads: int
     skip_hidden_dirs: bool
+    parts: bool
     def __init__(self) -> None: ...
 
 class LoaderOptions:
@@ -93,13 +94,32 @@ class LoaderOptions:
     elastic: bool
     def __init__(self) -> None: ...
 
+class FieldRequest:  # one named, typed field (pipeline_builder.h)
+    class Kind:
+        IMAGE: ClassVar["FieldRequest.Kind"]
+        LABEL: ClassVar["FieldRequest.Kind"]
+        TEXT: ClassVar["FieldRequest.Kind"]
+        JSON: ClassVar["FieldRequest.Kind"]
+        NDARRAY: ClassVar["FieldRequest.Kind"]
+        BYTES: ClassVar["FieldRequest.Kind"]
+    name: str
+    kind: "FieldRequest.Kind"
+    parts: List[str]
+    transform: ImageTransform
+    def __init__(self) -> None: ...
+
+def kind_of_part(part: str) -> FieldRequest.Kind: ...
+def default_parts(kind: FieldRequest.Kind) -> List[str]: ...
+
 class SampleSpec:  # what each sample becomes (pipeline_builder.h)
     class Output:
         IMAGE: ClassVar["SampleSpec.Output"]
         RAW_BYTES: ClassVar["SampleSpec.Output"]
+        FIELDS: ClassVar["SampleSpec.Output"]
     output: "SampleSpec.Output"
     transform: ImageTransform
     max_record_bytes: int
+    fields: List[FieldRequest]
     def __init__(self) -> None: ...
 
 class Pipeline:  # a recipe's output (sample.h), handed to Loader

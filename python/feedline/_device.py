@@ -86,6 +86,9 @@ class DeviceFeeder:
         fields = {}
         with torch.cuda.stream(self.stream):
             for name, t in host_batch.fields.items():
+                if not isinstance(t, torch.Tensor):  # bytes fields (lists) stay on the host
+                    fields[name] = t
+                    continue
                 fields[name] = t.to(self.device, non_blocking=True)
                 self.copy_bytes += t.numel() * t.element_size()
             event = torch.cuda.Event()
@@ -101,7 +104,8 @@ class DeviceFeeder:
         current = torch.cuda.current_stream(self.device)
         current.wait_event(event)
         for t in device_batch.fields.values():
-            t.record_stream(current)
+            if isinstance(t, torch.Tensor):
+                t.record_stream(current)
         return device_batch
 
     def retire(self, keep: int) -> None:

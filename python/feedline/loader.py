@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NoReturn, Optional, SupportsIndex, Tuple, TypeVar, Union
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, SupportsIndex, Tuple,
+                    TypeVar, Union)
 
 import numpy as np
 import torch
 
 from . import _C
+from . import _fields
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
@@ -44,8 +46,10 @@ def _tensor(array: np.ndarray, dtype_name: str) -> torch.Tensor:
 @dataclass
 class Batch:
     """One batch with everything feedline knows about it. `fields` maps field
-    names ("image", "label") to tensors that view the loader's buffer."""
-    fields: Dict[str, torch.Tensor]
+    names ("image", "label") to tensors that view the loader's buffer; a
+    bytes field (text, JSON, arrays of a `fields=` loader) is a list of
+    bytes, one per sample."""
+    fields: Dict[str, Any]
     sample_ids: np.ndarray
     epoch: int
     index: int
@@ -55,7 +59,7 @@ class Batch:
     def __len__(self) -> int:
         return len(self.sample_ids)
 
-    def with_fields(self, fields: Dict[str, torch.Tensor]) -> Batch:
+    def with_fields(self, fields: Dict[str, Any]) -> Batch:
         """The same batch with other tensors (e.g. copies on a device)."""
         return Batch(fields, self.sample_ids, self.epoch, self.index, self.num_padding, self.skipped)
 
@@ -76,8 +80,25 @@ class Loader:
             (feedline.transforms.from_torchvision); a member with no native
             equivalent raises UnsupportedTransformError naming it.
             `transform_source` then records the translation.
+            With `fields`, it applies to every image field, or give a dict
+            {field name: transform}.
         strict: refuse Python fallbacks for untranslatable torchvision
             members (they are not implemented yet: both settings raise).
+        fields: samples with several named fields (docs/fields.md), e.g.
+            {"image": "jpg;png", "label": "cls", "caption": "txt", "meta":
+            "json", "depth": "npy"}: each value lists the parts of a sample
+            that may hold the field (WebDataset member extensions, first
+            present wins); the first part's name gives its kind (image
+            extensions, cls, txt, json, npy; anything else raw bytes) unless
+            the value starts with "<kind>:" ("text:caption", "bytes:jpg").
+            An image folder's samples have one part named by the file's
+            extension, and their label. Iterating then yields a dict per
+            batch: images as tensors shaped by their transform, labels int64
+            tensors, text lists of str, JSON lists of values, ndarrays stacked
+            (or lists with collate="list"), bytes lists of bytes. A sample
+            missing a field, or whose part is not what its kind says, is a
+            sample error naming both (skipped and counted under max_errors).
+        collate: "stack" (default) or "list": how ndarray fields are batched.
         shuffle: a new random order every epoch (from seed and epoch).
         seed: seeds the order and every augmentation; same seed, same bytes.
         drop_last: drop the tail that does not fill a (global) batch; without
@@ -138,6 +159,7 @@ class Loader:
                  http_timeout: float = 10.0, http_retries: int = 3, read_ahead_bytes: Optional[int] = None,
                  read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
                  max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, strict: bool = False,
+                 fields: Optional[Mapping[str, _fields.FieldValue]] = None, collate: str = "stack",
                  _raw_max_bytes: int = 0, _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
@@ -188,19 +210,27 @@ class Loader:
         # gets the file system's bytes back, so no name is lost.
         self.source = os.path.expanduser(os.fsdecode(os.fspath(source)))
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
+        if collate not in _fields.COLLATES:
+            raise ValueError(f"collate must be one of {_fields.COLLATES}, got {collate!r}")
+        self.collate = collate
+        # Before any thread or file is opened: a refused argument costs nothing.
+        self.fields: Optional[List[_fields.Field]] = None if fields is None else _fields.parse(fields)
         # What a torchvision transform was translated into (None for a native one).
         self.transform_source: Optional[_transforms.Translation] = None
-        if transform is None:
-            self.transform = _transforms.imagenet_train()
-        elif isinstance(transform, _C.ImageTransform):
-            self.transform = transform
-        elif callable(transform):
-            # Before any thread or file is opened: a refused transform costs nothing.
-            self.transform_source = _transforms.translate(transform, strict)
-            self.transform = self.transform_source.transform
+        field_transforms: Dict[str, Any] = {}
+        if self.fields is not None and isinstance(transform, Mapping):
+            images = {f.name for f in self.fields if f.kind == "image"}
+            unknown = sorted(set(transform) - images)
+            if unknown:
+                raise ValueError(f"transform names {unknown}, which are not image fields (image fields: "
+                                 f"{sorted(images)})")
+            for name in images:
+                field_transforms[name], _ = _native_transform(transform.get(name), strict)
+            self.transform = next(iter(field_transforms.values()), _transforms.imagenet_train())
         else:
-            raise TypeError("transform must be a feedline.transforms transform or a torchvision transform "
-                            f"(Compose or member), got {type(transform).__name__}")
+            self.transform, self.transform_source = _native_transform(transform, strict)
+            if self.fields is not None:
+                field_transforms = {f.name: self.transform for f in self.fields if f.kind == "image"}
         src = _C.SourceOptions()
         http = src.http
         http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
@@ -211,7 +241,11 @@ class Loader:
         src.read_ahead_threads = int(read_ahead_threads)
         src.skip_hidden_dirs = bool(skip_hidden_dirs)
         spec = _C.SampleSpec()
-        if _raw_max_bytes > 0:
+        if self.fields is not None:
+            src.parts = True
+            spec.output = _C.SampleSpec.Output.FIELDS
+            spec.fields = _fields.requests(self.fields, field_transforms)
+        elif _raw_max_bytes > 0:
             spec.output = _C.SampleSpec.Output.RAW_BYTES
             spec.max_record_bytes = int(_raw_max_bytes)
         else:
@@ -230,12 +264,24 @@ class Loader:
     def __len__(self) -> int:
         return self._loader.num_batches
 
-    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[Any]:
+        """(images, labels) per batch; with `fields`, a dict per batch."""
+        if self.fields is not None:
+            yield from self._field_dicts()
+            return
         for batch in self.batches():
             pair = batch.fields["image"], batch.fields["label"]
             del batch  # a suspended generator frame must not pin a buffer
             yield pair
             del pair
+
+    def _field_dicts(self) -> Iterator[Dict[str, Any]]:
+        assert self.fields is not None
+        for batch in self.batches():
+            out = _fields.collate(self.fields, batch.fields, batch.sample_ids, self.collate)
+            del batch
+            yield out
+            del out
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` at its first batch (as DistributedSampler.set_epoch)."""
@@ -323,7 +369,8 @@ class Loader:
                 self._mid_epoch = False
                 return
             self._mid_epoch = True
-            fields = {name: _tensor(a, dt) for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
+            fields = {name: (a if dt == "bytes" else _tensor(a, dt))
+                      for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
             batch = Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
             self._last_index = batch.index
             buffer = d["buffer"]
@@ -386,6 +433,19 @@ class Loader:
         loader = getattr(self, "_loader", None)
         if loader is not None and not loader.closed:
             self.close()
+
+
+def _native_transform(transform: Any, strict: bool) -> Tuple[Any, Optional[_transforms.Translation]]:
+    """(native ImageTransform, its torchvision translation or None)."""
+    if transform is None:
+        return _transforms.imagenet_train(), None
+    if isinstance(transform, _C.ImageTransform):
+        return transform, None
+    if callable(transform):
+        translation = _transforms.translate(transform, strict)
+        return translation.transform, translation
+    raise TypeError("transform must be a feedline.transforms transform or a torchvision transform "
+                    f"(Compose or member), got {type(transform).__name__}")
 
 
 class RecordLoader(Loader):

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace feedline {
 namespace {
@@ -83,12 +84,20 @@ std::string_view DTypeName(DType dtype) {
 }
 
 size_t FieldSpec::SampleBytes() const {
+  if (kind == FieldKind::kBytes) return 0;
   size_t n = DTypeSize(dtype);
   for (int64_t d : shape) {
     if (d <= 0) return 0;
     n *= static_cast<size_t>(d);
   }
   return n;
+}
+
+FieldSpec FieldSpec::Bytes(std::string name) {
+  FieldSpec f;
+  f.name = std::move(name);
+  f.kind = FieldKind::kBytes;
+  return f;
 }
 
 }  // namespace feedline

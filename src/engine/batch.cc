@@ -12,12 +12,16 @@ BatchLayout BatchLayout::Make(uint64_t batch_size, std::vector<FieldSpec> fields
   layout.batch_size = batch_size;
   size_t offset = 0;
   for (const FieldSpec& f : fields) {
+    layout.bytes_index.push_back(
+        f.kind == FieldKind::kBytes ? static_cast<int>(layout.num_bytes_fields++) : -1);
     const size_t bytes = f.SampleBytes();
     layout.sample_bytes.push_back(bytes);
     layout.offsets.push_back(offset);
     offset += (bytes * batch_size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   }
-  layout.total_bytes = offset;
+  // A layout of kBytes fields only still gets a (minimal) buffer: the ring
+  // counts batches in buffers.
+  layout.total_bytes = offset == 0 ? kBufferAlignment : offset;
   layout.fields = std::move(fields);
   return layout;
 }
@@ -65,6 +69,13 @@ void* Batch::data(size_t i) const {
 size_t Batch::field_bytes(size_t i) const {
   FEEDLINE_CHECK(d_ != nullptr && i < d_->layout->fields.size());
   return d_->ids.size() * d_->layout->sample_bytes[i];
+}
+
+std::span<const uint8_t> Batch::bytes(size_t i, size_t sample) const {
+  FEEDLINE_CHECK(d_ != nullptr && i < d_->layout->fields.size() && sample < d_->ids.size());
+  const int j = d_->layout->bytes_index[i];
+  FEEDLINE_CHECK(j >= 0 && d_->bytes != nullptr);
+  return d_->bytes->values[static_cast<size_t>(j)][sample];
 }
 
 std::shared_ptr<void> Batch::keepalive() const {

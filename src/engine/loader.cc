@@ -72,7 +72,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   }
   if (pipeline.fields.empty()) return InvalidArgumentError("pipeline has no output fields");
   for (const FieldSpec& f : pipeline.fields) {
-    if (f.SampleBytes() == 0) {
+    if (f.kind == FieldKind::kTensor && f.SampleBytes() == 0) {
       return InvalidArgumentError("field '" + f.name + "' has a non-positive dimension");
     }
   }

@@ -114,6 +114,11 @@ Slot& LoaderCore::SlotForClaim(const EpochPlan& plan, uint64_t b) {
   slot.epoch = plan.epoch;
   slot.batch = b;
   slot.remaining = plan.BatchEnd(b) - plan.BatchBegin(b);
+  if (layout_->num_bytes_fields > 0) {
+    slot.bytes = std::make_unique<detail::BytesFields>();
+    slot.bytes->values.assign(layout_->num_bytes_fields,
+                              std::vector<std::vector<uint8_t>>(slot.remaining));
+  }
   if (!free_buffers_.empty()) {
     slot.buffer = std::move(free_buffers_.back());
     free_buffers_.pop_back();
@@ -180,7 +185,10 @@ void LoaderCore::WorkerLoop(size_t worker) {
     const uint64_t index = pos - plan->BatchBegin(b);
     char* base = static_cast<char*>(slot.buffer ? slot.buffer->data() : nullptr);
     for (size_t f = 0; f < outputs.size(); ++f) {
-      outputs[f] = base + layout_->offsets[f] + index * layout_->sample_bytes[f];
+      const int j = layout_->bytes_index[f];
+      // A kBytes field's slot is its std::vector (Sample::bytes_output).
+      outputs[f] = j >= 0 ? static_cast<void*>(&slot.bytes->values[static_cast<size_t>(j)][index])
+                          : base + layout_->offsets[f] + index * layout_->sample_bytes[f];
     }
     const uint64_t id = plan->ids[pos];
     const bool padding = pos >= plan->first_padding;
@@ -394,6 +402,12 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
     if (dropped[i]) continue;
     if (kept != i) {
       for (size_t f = 0; f < layout_->fields.size(); ++f) {
+        const int j = layout_->bytes_index[f];
+        if (j >= 0) {
+          auto& values = slot.bytes->values[static_cast<size_t>(j)];
+          values[kept].swap(values[i]);
+          continue;
+        }
         const size_t sb = layout_->sample_bytes[f];
         char* field = base + layout_->offsets[f];
         std::memmove(field + kept * sb, field + i * sb, sb);
@@ -427,6 +441,10 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
   data->home = shared_from_this();
   data->buffer = std::move(slot.buffer);
   data->layout = layout_;
+  if (slot.bytes) {
+    for (auto& values : slot.bytes->values) values.resize(kept);
+    data->bytes = std::move(slot.bytes);
+  }
   data->epoch = epoch_;
   data->index = slot.batch;
   if (data->buffer) ++buffers_out_;

@@ -28,6 +28,21 @@ Status Sample::ChargeScratch(uint64_t bytes, std::string_view what) {
   return Status::OK();
 }
 
+void Sample::AddPart(std::string_view name, std::span<const uint8_t> data) {
+  // Reuses the slots (and their names' capacity) of earlier samples.
+  if (num_parts_ == parts_.size()) parts_.emplace_back();
+  Part& p = parts_[num_parts_++];
+  p.name.assign(name);
+  p.data = data;
+}
+
+const Sample::Part* Sample::FindPart(std::string_view name) const {
+  for (size_t i = 0; i < num_parts_; ++i) {
+    if (parts_[i].name == name) return &parts_[i];
+  }
+  return nullptr;
+}
+
 void SampleLocation::Clear() {
   file.clear();
   record = -1;

@@ -49,6 +49,7 @@ SampleRunner::Outcome SampleRunner::Run(uint64_t epoch, uint64_t epoch_key, uint
   s.is_padding_ = is_padding;
   s.data_ = {};
   s.scratch_.clear();  // keeps capacity
+  s.num_parts_ = 0;
   s.label = 0;
   s.location_.Clear();
   s.outputs_ = outputs;

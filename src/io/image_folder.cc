@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string_view>
 #include <system_error>
@@ -331,6 +332,18 @@ class ReadFileOp final : public SampleOp {
     s.label = folder_->labels[s.id()];
     FEEDLINE_RETURN_IF_ERROR(ReadWholeFile(path, &s.scratch()));
     s.set_data(s.scratch());
+    // One part, named by the file's extension as WebDataset names members.
+    const std::string& file = folder_->files[s.id()];
+    const size_t dot = file.rfind('.');
+    const size_t slash = file.rfind('/');
+    char ext[16];
+    size_t n = 0;
+    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
+      for (size_t i = dot + 1; i < file.size() && n < sizeof(ext); ++i) {
+        ext[n++] = static_cast<char>(std::tolower(static_cast<unsigned char>(file[i])));
+      }
+    }
+    s.AddPart(std::string_view(ext, n), s.data());
     return Status::OK();
   }
 

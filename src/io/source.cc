@@ -58,10 +58,13 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   }
   const Source::Kind kind = DetectSourceKind(path);
   if (kind == Source::Kind::kTar) {
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TarDataset> ds, TarDataset::OpenPath(path));
+    TarOptions tar;
+    tar.require_image = !options.parts;
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TarDataset> ds,
+                              TarDataset::OpenPath(path, tar));
     s.kind = Source::Kind::kTar;
     s.num_samples = ds->num_samples();
-    s.read_op = MakeTarReadOp(std::move(ds));
+    s.read_op = options.parts ? MakeTarPartsReadOp(std::move(ds)) : MakeTarReadOp(std::move(ds));
   } else if (kind == Source::Kind::kShards) {
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path));
     s.kind = Source::Kind::kShards;

@@ -86,9 +86,11 @@ struct Member {
 
 TarDataset::~TarDataset() = default;
 
-Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::string> paths) {
+Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::string> paths,
+                                                           const TarOptions& options) {
   if (paths.empty()) return InvalidArgumentError("no tar files given");
   auto ds = std::shared_ptr<TarDataset>(new TarDataset());
+  ds->options_ = options;
   ds->paths_ = std::move(paths);
   // Through the descriptor cache: 10^5 tars hold a bounded set of open
   // files (src/io/file_cache.h).
@@ -190,7 +192,27 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         std::string ext = d == std::string::npos ? "" : m.name.substr(d + 1);
         std::transform(ext.begin(), ext.end(), ext.begin(),
                        [](unsigned char c) { return std::tolower(c); });
+        if (!options.require_image) {  // members are kept only for parts (memory: 10^6 samples)
+          for (const TarMember& earlier : s.members) {
+            if (earlier.ext == ext) {
+              return bad(m.header_offset, "sample '" + key + "' has two '" + ext + "' members");
+            }
+          }
+          s.members.push_back({ext, m.offset, m.size});
+          // Parts are checked per sample by the field that reads them (a bad
+          // .cls is then one sample error, skippable), not at open.
+          if (!IsImageExtension(ext)) continue;
+        }
         if (IsImageExtension(ext)) {
+          if (!options.require_image) {
+            // Several images are several parts; `offset`/`size` name the first.
+            if (!has_image) {
+              s.offset = m.offset;
+              s.size = m.size;
+            }
+            has_image = true;
+            continue;
+          }
           if (has_image) {
             return bad(m.header_offset, "sample '" + key + "' has a second image member '" +
                                             m.name + "' (this source reads one image per sample)");
@@ -216,7 +238,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
           }
         }
       }
-      if (!has_image) {
+      if (!has_image && options.require_image) {
         return bad(m0.header_offset, "sample '" + key + "' has no image member (" +
                                          std::string(kImageExtensions) + ")");
       }
@@ -227,10 +249,11 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
   return std::shared_ptr<const TarDataset>(std::move(ds));
 }
 
-Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string& path) {
+Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string& path,
+                                                               const TarOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return Open({path});
+  if (!fs::is_directory(path, ec)) return Open({path}, options);
   std::vector<std::string> tars;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->path().extension() == ".tar") tars.push_back(it->path().string());
@@ -238,7 +261,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string
   if (ec) return UnavailableError("cannot list '" + path + "': " + ec.message());
   std::sort(tars.begin(), tars.end());
   if (tars.empty()) return NotFoundError("no .tar files in '" + path + "'");
-  return Open(std::move(tars));
+  return Open(std::move(tars), options);
 }
 
 Status TarDataset::Read(uint64_t i, std::vector<uint8_t>* out) const {
@@ -252,16 +275,40 @@ Status TarDataset::Read(uint64_t i, std::vector<uint8_t>* out) const {
   return Status::OK();
 }
 
+Status TarDataset::ReadParts(uint64_t i, Sample& sample) const {
+  const TarSample& s = samples_[i];
+  if (s.members.empty()) return Status::OK();
+  // The members of a key are consecutive in the tar: one read covers them
+  // (and the 512-byte headers between them).
+  const uint64_t begin = s.members.front().offset;
+  const uint64_t end = s.members.back().offset + s.members.back().size;
+  std::vector<uint8_t>& buf = sample.scratch();
+  buf.resize(end - begin);
+  const Status st = files_[s.tar]->Read(begin, end - begin, buf.data());
+  if (!st.ok()) {
+    return st.WithContext("tar '" + paths_[s.tar] + "' sample " + std::to_string(i) + " '" + s.key +
+                          "' at offset " + std::to_string(begin));
+  }
+  for (const TarMember& m : s.members) {
+    sample.AddPart(m.ext, std::span<const uint8_t>(buf).subspan(m.offset - begin, m.size));
+  }
+  if (s.size > 0) sample.set_data(std::span<const uint8_t>(buf).subspan(s.offset - begin, s.size));
+  return Status::OK();
+}
+
 namespace {
 
 class TarReadOp final : public SampleOp {
  public:
-  explicit TarReadOp(std::shared_ptr<const TarDataset> ds) : ds_(std::move(ds)) {
+  TarReadOp(std::shared_ptr<const TarDataset> ds, bool parts) : ds_(std::move(ds)), parts_(parts) {
     core::detail::Fingerprint fp;
-    fp.Add(std::string_view("tar"));
+    fp.Add(std::string_view(parts ? "tar-parts" : "tar"));
     for (uint64_t i = 0; i < ds_->num_samples(); ++i) {
       const TarSample& t = ds_->sample(i);
       fp.Add(t.key).Add(t.size).Add(static_cast<uint64_t>(t.label));
+      if (parts) {
+        for (const TarMember& m : t.members) fp.Add(m.ext).Add(m.size);
+      }
     }
     fingerprint_ = fp.value();
   }
@@ -274,6 +321,7 @@ class TarReadOp final : public SampleOp {
     s.location().offset = static_cast<int64_t>(t.offset);
     s.location().key = t.key;
     s.label = t.label;
+    if (parts_) return ds_->ReadParts(s.id(), s);
     FEEDLINE_RETURN_IF_ERROR(ds_->Read(s.id(), &s.scratch()));
     s.set_data(s.scratch());
     return Status::OK();
@@ -281,13 +329,18 @@ class TarReadOp final : public SampleOp {
 
  private:
   std::shared_ptr<const TarDataset> ds_;
+  const bool parts_;
   uint64_t fingerprint_ = 0;
 };
 
 }  // namespace
 
 std::shared_ptr<const SampleOp> MakeTarReadOp(std::shared_ptr<const TarDataset> dataset) {
-  return std::make_shared<TarReadOp>(std::move(dataset));
+  return std::make_shared<TarReadOp>(std::move(dataset), /*parts=*/false);
+}
+
+std::shared_ptr<const SampleOp> MakeTarPartsReadOp(std::shared_ptr<const TarDataset> dataset) {
+  return std::make_shared<TarReadOp>(std::move(dataset), /*parts=*/true);
 }
 
 }  // namespace feedline

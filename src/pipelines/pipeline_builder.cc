@@ -50,6 +50,37 @@ Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num
   return p;
 }
 
+namespace {
+
+Result<Pipeline> FieldsPipeline(const Source& source, const std::vector<FieldRequest>& fields) {
+  if (fields.empty())
+    return InvalidArgumentError("BuildPipeline: kFields needs at least one field");
+  // Folders and packed shards give one image and a label per sample.
+  const bool one_image = source.kind != Source::Kind::kTar;
+  Pipeline p;
+  p.num_samples = source.num_samples;
+  p.ops.push_back(source.read_op);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const FieldRequest& r = fields[i];
+    if (r.name.empty())
+      return InvalidArgumentError("BuildPipeline: field " + std::to_string(i) + " has no name");
+    for (size_t j = 0; j < i; ++j) {
+      if (fields[j].name == r.name) {
+        return InvalidArgumentError("BuildPipeline: two fields are named '" + r.name + "'");
+      }
+    }
+    if (r.kind == FieldRequest::Kind::kBytes && r.parts.empty()) {
+      return InvalidArgumentError("BuildPipeline: bytes field '" + r.name +
+                                  "' needs the parts it is read from");
+    }
+    p.fields.push_back(FieldSpecOf(r));
+    p.ops.push_back(MakeFieldOp(r, i, one_image));
+  }
+  return p;
+}
+
+}  // namespace
+
 Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
   if (source.read_op == nullptr)
     return InvalidArgumentError("BuildPipeline: the source has no read op");
@@ -61,6 +92,7 @@ Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
         return InvalidArgumentError("BuildPipeline: raw bytes need max_record_bytes > 0");
       }
       return MakeRawPipeline(source.read_op, source.num_samples, spec.max_record_bytes);
+    case SampleSpec::Output::kFields: return FieldsPipeline(source, spec.fields);
   }
   return InvalidArgumentError("BuildPipeline: unknown output " +
                               std::to_string(static_cast<int>(spec.output)));

@@ -19,8 +19,20 @@ struct BatchLayout {
   std::vector<size_t> sample_bytes;  // per field
   std::vector<size_t> offsets;       // per field, kBufferAlignment-aligned
   size_t total_bytes = 0;
+  // Per field: its index among the kBytes fields, or -1 for a kTensor field.
+  std::vector<int> bytes_index;
+  size_t num_bytes_fields = 0;
 
   static BatchLayout Make(uint64_t batch_size, std::vector<FieldSpec> fields);
+};
+
+// The kBytes fields of one batch, beside its buffer: values[j][i] holds
+// sample i's bytes of the j-th kBytes field (BatchLayout::bytes_index).
+// Allocated per batch and freed with it, not recycled through the ring:
+// these are small (text, JSON, encoded arrays) and not counted in the
+// ring's budget (docs/fields.md).
+struct BytesFields {
+  std::vector<std::vector<std::vector<uint8_t>>> values;
 };
 
 // Takes back a batch buffer when the last Batch referencing it is gone. The
@@ -47,6 +59,7 @@ struct BatchData {
   std::vector<uint64_t> ids;
   size_t num_padding = 0;
   std::vector<SampleError> skipped;
+  std::unique_ptr<BytesFields> bytes;  // null when the layout has no kBytes field
 };
 
 }  // namespace feedline::detail

@@ -53,6 +53,7 @@ struct Slot {
   uint64_t epoch = 0;
   uint64_t batch = 0;
   std::unique_ptr<Buffer> buffer;
+  std::unique_ptr<BytesFields> bytes;                    // the kBytes fields, if any
   uint64_t remaining = 0;                                // samples not yet finished
   std::vector<std::pair<uint64_t, SampleError>> errors;  // (index in batch, error)
 };

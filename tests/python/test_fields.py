@@ -1,0 +1,213 @@
+"""Samples with several named fields (docs/fields.md): WebDataset tars and
+image folders mapped to fields, the dict batches, and the errors that name
+the sample and the field."""
+import io
+import json
+import pathlib
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import feedline
+import torchvision.transforms as T
+from feedline.transforms import from_torchvision
+
+PHOTOS = pathlib.Path(__file__).resolve().parents[1] / "data" / "photos"
+
+
+def _photo_jpeg(i):
+    """A real photograph, re-encoded small (JPEG) so the test stays fast."""
+    names = sorted(p for p in PHOTOS.iterdir() if p.suffix in (".jpg", ".png"))
+    img = Image.open(names[i % len(names)]).convert("RGB")
+    img = img.resize((96 + 8 * (i % 3), 80 + 4 * (i % 5)))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def _npy(a):
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+def _write_tar(path, samples):
+    """samples: [(key, {ext: bytes})], members in the given order."""
+    with tarfile.open(path, "w") as tar:
+        for key, members in samples:
+            for ext, data in members.items():
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def _samples(n):
+    out = []
+    for i in range(n):
+        out.append((f"shard/{i:05d}", {
+            "jpg": _photo_jpeg(i),
+            "cls": str(i % 7).encode(),
+            "txt": f"caption number {i} \u00e9\u4e16".encode(),
+            "json": json.dumps({"id": i, "boxes": [[i, i + 1, 10, 20]]}).encode(),
+            "npy": _npy(np.arange(6, dtype=np.float32).reshape(2, 3) + i),
+        }))
+    return out
+
+
+FIELDS = {"image": "jpg;png", "label": "cls", "caption": "txt", "meta": "json", "depth": "npy"}
+
+
+@pytest.fixture(scope="module")
+def wds(tmp_path_factory):
+    d = tmp_path_factory.mktemp("wds")
+    samples = _samples(10)
+    _write_tar(d / "part-0000.tar", samples[:6])
+    _write_tar(d / "part-0001.tar", samples[6:])
+    return d, samples
+
+
+def test_every_field_round_trips_from_tars(wds):
+    d, samples = wds
+    tf = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
+    loader = feedline.Loader(d, batch_size=4, fields=FIELDS, transform=tf, num_threads=2)
+    seen = []
+    for batch in loader:
+        assert set(batch) == set(FIELDS)
+        n = len(batch["caption"])
+        assert batch["image"].shape == (n, 3, 32, 32) and batch["image"].dtype == torch.float32
+        assert batch["label"].dtype == torch.int64 and batch["label"].shape == (n,)
+        assert batch["depth"].shape == (n, 2, 3) and batch["depth"].dtype == torch.float32
+        for k in range(n):
+            seen.append((int(batch["label"][k]), batch["caption"][k], batch["meta"][k], batch["depth"][k].clone(),
+                         batch["image"][k].clone()))
+    assert len(seen) == len(samples)
+    single = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
+    for i, (label, caption, meta, depth, image) in enumerate(seen):
+        members = samples[i][1]
+        assert label == int(members["cls"])
+        assert caption == members["txt"].decode("utf-8")
+        assert meta == json.loads(members["json"])
+        assert torch.equal(depth, torch.from_numpy(np.load(io.BytesIO(members["npy"]))))
+        # The image field is the same decode + transform as on one image.
+        expect = torch.from_numpy(np.frombuffer(feedline._C.transform_image(members["jpg"], from_torchvision(single)),
+                                                np.float32).reshape(3, 32, 32).copy())
+        assert torch.equal(image, expect)
+
+
+def test_same_bytes_at_any_thread_count(wds):
+    d, _ = wds
+    def run(threads):
+        loader = feedline.Loader(d, batch_size=3, fields=FIELDS, shuffle=True, seed=5, num_threads=threads,
+                                 transform=T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(),
+                                                      T.ToTensor()]))
+        return [(b["image"].clone(), b["label"].clone(), b["caption"]) for b in loader]
+    a, b = run(1), run(3)
+    assert len(a) == len(b) == 4
+    for (ia, la, ca), (ib, lb, cb) in zip(a, b):
+        assert torch.equal(ia, ib) and torch.equal(la, lb) and ca == cb
+
+
+def test_fields_without_an_image(tmp_path):
+    # A tar of text and arrays only: no image member is needed.
+    _write_tar(tmp_path / "t.tar", [(f"k{i}", {"txt": f"t{i}".encode(), "npy": _npy(np.full((2,), i, np.int64))})
+                                    for i in range(5)])
+    loader = feedline.Loader(tmp_path / "t.tar", batch_size=5, fields={"text": "txt", "arr": "npy"})
+    (batch,) = list(loader)
+    assert batch["text"] == [f"t{i}" for i in range(5)]
+    assert batch["arr"].tolist() == [[i, i] for i in range(5)]
+
+
+def test_kind_prefix_and_raw_bytes(wds):
+    d, samples = wds
+    loader = feedline.Loader(d, batch_size=10, fields={"raw": "bytes:jpg", "cap": "text:txt"})
+    (batch,) = list(loader)
+    assert batch["raw"] == [s[1]["jpg"] for s in samples]
+    assert batch["cap"][0] == samples[0][1]["txt"].decode()
+
+
+def test_ndarrays_of_different_shapes_name_the_samples_or_come_as_lists(tmp_path):
+    _write_tar(tmp_path / "t.tar", [("a", {"npy": _npy(np.zeros((2, 2), np.float32))}),
+                                    ("b", {"npy": _npy(np.zeros((3,), np.float32))})])
+    loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields={"x": "npy"})
+    with pytest.raises(ValueError, match=r"field 'x': sample 1 has shape \(3,\).*collate=\"list\""):
+        list(loader)
+    loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields={"x": "npy"}, collate="list")
+    (batch,) = list(loader)
+    assert [tuple(t.shape) for t in batch["x"]] == [(2, 2), (3,)]
+
+
+@pytest.mark.parametrize("member, data, reason", [
+    ("json", b"{not json", r"field 'meta' \(json\), part 'json': is not valid JSON"),
+    ("txt", b"ok \xff\xfe", r"field 'caption' \(text\), part 'txt': is not UTF-8 text \(invalid byte at offset 3\)"),
+    ("npy", b"\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}", r"field 'depth' \(ndarray\), part 'npy': not a valid \.npy"),
+    ("cls", b"seven", r"field 'label' \(label\), part 'cls': does not hold an integer label"),
+])
+def test_bad_content_names_file_key_field_and_reason(tmp_path, member, data, reason):
+    samples = _samples(3)
+    samples[1][1][member] = data
+    _write_tar(tmp_path / "bad.tar", samples)
+    loader = feedline.Loader(tmp_path / "bad.tar", batch_size=3, fields=FIELDS)
+    with pytest.raises(feedline.Error, match=reason) as e:
+        list(loader)
+    assert "bad.tar" in str(e.value) and "shard/00001" in str(e.value)
+    # Under the skip policy the sample is dropped and counted, never silently.
+    loader = feedline.Loader(tmp_path / "bad.tar", batch_size=3, fields=FIELDS, max_errors=1)
+    (batch,) = list(loader)
+    assert len(batch["caption"]) == 2
+    assert loader.stats()["errors"]["skipped"] == 1
+
+
+def test_a_missing_field_names_the_field_and_the_parts_the_sample_has(tmp_path):
+    samples = _samples(2)
+    del samples[1][1]["txt"]
+    _write_tar(tmp_path / "t.tar", samples)
+    loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields=FIELDS)
+    with pytest.raises(feedline.Error, match=r"key 'shard/00001'.*field 'caption' \(text\): the sample has no "
+                                             r"'txt' part \(it has 'jpg', 'cls', 'json', 'npy'\)"):
+        list(loader)
+
+
+def test_image_folder_gives_image_and_label(tmp_path):
+    for c, cls in enumerate(["cat", "dog"]):
+        (tmp_path / cls).mkdir()
+        for i in range(3):
+            (tmp_path / cls / f"{i}.jpg").write_bytes(_photo_jpeg(c * 3 + i))
+    tf = T.Compose([T.Resize(20), T.CenterCrop(16), T.PILToTensor()])
+    fields = feedline.Loader(tmp_path, batch_size=6, fields={"image": "jpg", "label": "cls"}, transform=tf)
+    plain = feedline.Loader(tmp_path, batch_size=6, transform=tf)
+    (fb,), ((images, labels),) = list(fields), list(plain)
+    assert torch.equal(fb["image"], images) and torch.equal(fb["label"], labels)
+    assert labels.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_a_transform_per_image_field(tmp_path):
+    big, small = _photo_jpeg(0), _photo_jpeg(1)
+    _write_tar(tmp_path / "t.tar", [("k", {"jpg": big, "seg.png": small})])
+    # (a PNG member named seg.png: its part is "seg.png")
+    loader = feedline.Loader(tmp_path / "t.tar", batch_size=1, fields={"image": "jpg", "mask": "image:seg.png"},
+                             transform={"image": T.Compose([T.Resize(32), T.CenterCrop(32), T.ToTensor()]),
+                                        "mask": T.Compose([T.Resize(8), T.CenterCrop(8), T.PILToTensor()])})
+    (batch,) = list(loader)
+    assert batch["image"].shape == (1, 3, 32, 32) and batch["image"].dtype == torch.float32
+    assert batch["mask"].shape == (1, 3, 8, 8) and batch["mask"].dtype == torch.uint8
+
+
+def test_bad_fields_arguments_are_refused_before_anything_opens(tmp_path):
+    with pytest.raises(ValueError, match="non-empty dict"):
+        feedline.Loader(tmp_path, fields={})
+    with pytest.raises(ValueError, match="no parts"):
+        feedline.Loader(tmp_path, fields={"x": ";"})
+    with pytest.raises(ValueError, match="collate must be"):
+        feedline.Loader(tmp_path, fields={"x": "txt"}, collate="pad")
+    with pytest.raises(ValueError, match=r"not image fields"):
+        feedline.Loader(tmp_path, fields={"x": "txt"}, transform={"x": T.ToTensor()})
+
+
+def test_without_fields_the_pairs_are_unchanged(wds):
+    d, samples = wds
+    (images, labels), *_ = list(feedline.Loader(d, batch_size=10, transform=T.Compose([T.Resize(16), T.CenterCrop(16),
+                                                                                        T.PILToTensor()])))
+    assert labels.tolist() == [int(s[1]["cls"]) for s in samples]
