@@ -407,3 +407,59 @@ class Attachment:
     def _run_undo(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+
+# -- the step profiler (step_profile.py) ------------------------------------------------------------
+# torch.profiler.profile(activities, record_shapes, with_stack) and
+# prof.events() are public in 1.13 and 2.x; what differs is in the events:
+# Debian's 1.13 is built without Kineto (the legacy profiler: CPU ops only,
+# no input dtypes, the stack on each op), 2.x adds python_function and user
+# annotation events (is_python_function, is_user_annotation), device events
+# (device_type CUDA, linked to the op that launched them by
+# linked_correlation_id == that op's id) and input_dtypes.
+def start_step_profiler(cuda: bool) -> Any:
+    """A started torch.profiler.profile recording ops, their input shapes
+    and Python stacks (and CUDA activity when `cuda`)."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    prof = profile(activities=activities, record_shapes=True, with_stack=True)
+    prof.__enter__()
+    return prof
+
+
+def stop_step_profiler(prof: Any) -> list[dict[str, Any]]:
+    """Stops `prof`; its events as dicts of the fields step_profile.from_events reads."""
+    prof.__exit__(None, None, None)
+    out = []
+    for e in prof.events():
+        dev = getattr(e, "device_type", None)
+        dev_name = str(getattr(dev, "name", dev) or "CPU").lower()
+        dtypes = getattr(e, "input_dtypes", None) or ()
+        out.append({
+            "name": e.name, "tid": int(getattr(e, "thread", 0) or 0),
+            "start_us": float(e.time_range.start), "end_us": float(e.time_range.end),
+            "stack": list(getattr(e, "stack", None) or ()),
+            "device": "cpu" if dev_name == "cpu" else dev_name,
+            "python": bool(getattr(e, "is_python_function", False)),
+            "id": getattr(e, "id", None) if dev_name == "cpu" else None,
+            "linked_id": (getattr(e, "linked_correlation_id", None) or None) if dev_name != "cpu" else None,
+            "dtypes": [str(d) for d in dtypes],
+        })
+    return out
+
+
+def record_step(name: str) -> Any:
+    """An entered record_function range named `name` (exit it with .__exit__)."""
+    from torch.autograd.profiler import record_function
+    rf = record_function(name)
+    rf.__enter__()
+    return rf
+
+
+def tensor_cores() -> Optional[bool]:
+    """The current CUDA device has tensor cores (compute capability 7.0 and up)."""
+    try:
+        import torch
+        return torch.cuda.get_device_capability()[0] >= 7 if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - no device to ask: unknown
+        return None

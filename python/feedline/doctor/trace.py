@@ -18,7 +18,7 @@ def _us(s):
     return round(s * 1e6, 1)
 
 
-def chrome_trace(report, spans=()):
+def chrome_trace(report, spans=(), events=()):
     ev = []
     meta = lambda pid, tid, kind, name: ev.append(  # noqa: E731
         {"name": kind, "ph": "M", "pid": pid, **({"tid": tid} if tid is not None else {}), "args": {"name": name}})
@@ -50,6 +50,7 @@ def chrome_trace(report, spans=()):
                 meta(LOADER_PID, lanes[lane], "thread_name", lane)
             ev.append({"name": name, "cat": cat, "ph": "X", "ts": _us(start), "dur": _us(dur),
                        "pid": LOADER_PID, "tid": lanes[lane]})
+    ev.extend(events)  # already in the trace's form (the profiled steps, step_profile.trace_events)
     return {"traceEvents": ev, "displayTimeUnit": "ms",
             "otherData": {"schema": report.get("schema"), "schema_version": report.get("schema_version"),
                           "loader": (report.get("loader") or {}).get("kind")}}
