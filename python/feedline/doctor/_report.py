@@ -135,7 +135,8 @@ def _stages(ev: Evidence) -> list[Stage]:
         for op in f.ops:
             out.append(Stage(op.name, "engine", B * op.per_item_s))
     if loop and loop.steps:
-        out.append(Stage("step", "main", loop.step_mean_s, loop.step_cpu_mean_s))
+        # The steady state's step, the window of the capacity and the findings.
+        out.append(Stage("step", "main", loop.steady_step_mean_s or loop.step_mean_s, loop.step_cpu_mean_s))
     return out
 
 

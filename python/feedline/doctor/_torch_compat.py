@@ -463,3 +463,63 @@ def tensor_cores() -> Optional[bool]:
         return torch.cuda.get_device_capability()[0] >= 7 if torch.cuda.is_available() else None
     except Exception:  # noqa: BLE001 - no device to ask: unknown
         return None
+
+
+class SyncCallSites:
+    """The exact lines of the calls that need a tensor's value on the host
+    (Tensor.item, tolist, cpu, numpy, nonzero, __bool__, __repr__ and
+    __format__: printing), for the profiled steps. torch.profiler's Python
+    stacks name a function by its first line (Kineto's python_function
+    events), and Debian's 1.13 on Python 3.11 misreads even that, so the
+    doctor wraps these few methods of torch.Tensor while it profiles and
+    reads the caller's frame itself; every other op runs untouched."""
+
+    METHODS = {"item": "item", "tolist": "tolist", "cpu": "cpu", "numpy": "numpy", "nonzero": "nonzero",
+               "__bool__": "bool", "__repr__": "print", "__format__": "print"}
+
+    def __init__(self, is_library: Callable[[str], bool]) -> None:
+        self.is_library = is_library
+        self.calls: list[tuple[str, str, int, str]] = []   # (kind, file, line, function)
+        self._saved: dict[str, Any] = {}
+        self._depth = 0
+
+    def install(self) -> None:
+        import torch
+        for name, kind in self.METHODS.items():
+            orig = torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None))
+            if orig is None:
+                continue
+            self._saved[name] = torch.Tensor.__dict__.get(name, _INHERITED)
+            setattr(torch.Tensor, name, self._wrap(orig, kind))
+
+    def remove(self) -> None:
+        import torch
+        for name, orig in self._saved.items():
+            if orig is _INHERITED:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, orig)
+        self._saved.clear()
+
+    def _wrap(self, orig: Any, kind: str) -> Callable[..., Any]:
+        import sys
+        sites = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if sites._depth == 0:  # the outermost only: printing calls item() inside
+                f = sys._getframe(1)
+                while f is not None and sites.is_library(f.f_code.co_filename):
+                    f = f.f_back
+                if f is not None:
+                    sites.calls.append((kind, f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+            sites._depth += 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                sites._depth -= 1
+        call.__name__ = getattr(orig, "__name__", kind)
+        call.__doc__ = getattr(orig, "__doc__", None)
+        return call
+
+
+_INHERITED = object()  # a method torch.Tensor inherits (from _TensorBase) rather than defines

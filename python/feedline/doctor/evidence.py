@@ -529,6 +529,7 @@ class SyncSite(Record):
     calls: int
     steps_with: int                # profiled steps in which it ran at least once
     per_step_s: float              # time inside those ops, per profiled step
+    exact_line: bool = False       # line is the call's; False: where the function starts (a profiler stack)
 
 
 @dataclasses.dataclass

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Optional
 from .evidence import CopyStat, DeviceBusy, OpShare, StepAnatomy, SyncSite
 
 STEP_MARK = "feedline.doctor.step#"
+EXACT_ARG = "feedline exact line"   # an op's argument in the doctor's trace: its stack's user line is the call's
 _WINDOW = re.compile(r"^(ProfilerStep#|feedline\.doctor\.step#)(\d+)$")
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")           # "path/train.py(42): step"
 _CCALL = re.compile(r"^<built-in method (\w+) of ")      # "<built-in method item of Tensor object at 0x...>"
@@ -48,6 +49,7 @@ class Op(NamedTuple):
     stack: tuple[str, ...]          # innermost first; () without with_stack
     ext_id: Optional[int]           # links device activity to the op that launched it
     dtypes: tuple[str, ...]         # input dtypes (record_shapes), () when not recorded
+    exact: bool = False             # its user frame's line is the call's own line (with_exact_lines)
 
 
 class Activity(NamedTuple):
@@ -147,7 +149,8 @@ def from_trace(data: Any, where: str = "trace") -> tuple[Profile, str, int]:
             frames = tuple(f for f in stack.split(";") if f) if isinstance(stack, str) else ()
             dtypes = args.get("Input type")
             ops.append(Op(name, tid, ts, ts + dur, frames, ext,
-                          tuple(str(d) for d in dtypes) if isinstance(dtypes, list) else ()))
+                          tuple(str(d) for d in dtypes) if isinstance(dtypes, list) else (),
+                          args.get(EXACT_ARG) == 1))
     if python:
         ops = _stacks_from_python(ops, python)
     major = [p.get("computeMajor") for p in props if isinstance(p, dict)]
@@ -275,7 +278,8 @@ def anatomy(p: Profile, source: str, window: Optional[str] = None) -> Optional[S
         kind = _sync_kind(op, launched)
         if kind is not None:
             key = (kind, file, line)
-            s = syncs.setdefault(key, {"op": op.name, "function": fn, "calls": 0, "steps": set(), "us": 0.0})
+            s = syncs.setdefault(key, {"op": op.name, "function": fn, "calls": 0, "steps": set(), "us": 0.0,
+                                       "exact": op.exact})
             s["calls"] += 1
             s["steps"].add(w)
             s["us"] += dur
@@ -316,11 +320,40 @@ def anatomy(p: Profile, source: str, window: Optional[str] = None) -> Optional[S
         ops_per_step=n_top / steps, op_mean_s=sum(op.end_us - op.start_us for op, _, _ in top) / n_top / 1e6,
         top_ops=[OpShare(name=k, calls=int(v[0]), total_s=v[1] / 1e6, share=v[1] / wall) for k, v in top_ops],
         syncs=[SyncSite(kind=k[0], op=v["op"], file=k[1], line=k[2], function=v["function"], calls=v["calls"],
-                        steps_with=len(v["steps"]), per_step_s=v["us"] / steps / 1e6)
+                        steps_with=len(v["steps"]), per_step_s=v["us"] / steps / 1e6,
+                        exact_line=v["exact"] and k[2] is not None)
                for k, v in sorted(syncs.items(), key=lambda kv: (-len(kv[1]["steps"]), -kv[1]["calls"]))],
         copies=[CopyStat(direction=k[0], memory=k[1], calls=v["calls"], bytes=v["bytes"] if v["sized"] else None,
                          per_step_s=v["us"] / steps / 1e6, file=k[2], line=k[3]) for k, v in copies.items()],
         copies_note=note, cuda=p.cuda, device=device, matmul_dtypes=sorted(dtypes), tensor_cores=p.tensor_cores)
+
+
+def with_exact_lines(p: Profile, sites: list[tuple[str, str, int, str]]) -> Profile:
+    """`p` with the user frame of each syncing op set to the line of the
+    call (_torch_compat.SyncCallSites saw it) where the profile's own stack
+    only names the function: the most frequent line of that kind of call in
+    that function of that file."""
+    import collections
+    import os
+    if not sites:
+        return p
+    ops = []
+    for op in p.ops:
+        kind = _sync_kind(op, []) if "::" in op.name else None
+        file, line, fn = user_frame(op.stack)
+        if kind is None or file is None:
+            ops.append(op)
+            continue
+        lines = collections.Counter((f, ln) for k, f, ln, name in sites
+                                    if k == kind and os.path.basename(f) == os.path.basename(file) and name == fn)
+        if not lines:
+            ops.append(op)
+            continue
+        (f, ln), _ = lines.most_common(1)[0]
+        frame = f"{file}({line}): {fn}"
+        stack = tuple(f"{f}({ln}): {fn}" if x == frame else x for x in op.stack)
+        ops.append(op._replace(stack=stack, exact=True))
+    return p._replace(ops=ops)
 
 
 def _window_words(names: list[str]) -> str:
@@ -354,6 +387,8 @@ def trace_events(p: Profile, pid: int, offset_us: float) -> list[dict[str, Any]]
             args["Call stack"] = ";".join(op.stack)
         if op.dtypes:
             args["Input type"] = list(op.dtypes)
+        if op.exact:
+            args[EXACT_ARG] = 1
         ev.append({"name": op.name, "cat": "cpu_op", "ph": "X", "ts": round(op.start_us + offset_us, 3),
                    "dur": round(op.end_us - op.start_us, 3), "pid": pid, "tid": tid, "args": args})
     for act in p.activities:
@@ -386,6 +421,8 @@ class StepProfiler:
         self._range: Any = None
         self._cuda = False
         self.t_first: Optional[float] = None   # perf_counter at the first profiled step's start
+        self._sites: Any = None                # _torch_compat.SyncCallSites while profiling
+        self.call_sites: list[tuple[str, str, int, str]] = []
 
     def begin_step(self, number: int, cuda: bool, now: float) -> bool:
         """Called as step `number` starts; True when it is profiled."""
@@ -396,6 +433,8 @@ class StepProfiler:
             if self._prof is None:
                 self._cuda = cuda
                 self._prof = _torch_compat.start_step_profiler(cuda)
+                self._sites = _torch_compat.SyncCallSites(_is_library)
+                self._sites.install()
                 self.t_first = now
             self._range = _torch_compat.record_step(f"{STEP_MARK}{number}")
         except Exception as e:  # noqa: BLE001 - another profiler running, no torch: no step anatomy, said why
@@ -421,5 +460,9 @@ class StepProfiler:
             self._range.__exit__(None, None, None)
             self._range = None
         prof, self._prof = self._prof, None
+        if self._sites is not None:
+            self._sites.remove()
+            self.call_sites, self._sites = self._sites.calls, None
         events = _torch_compat.stop_step_profiler(prof)
-        self.profile = from_events(events, self._cuda, _torch_compat.tensor_cores() if self._cuda else None)
+        self.profile = with_exact_lines(
+            from_events(events, self._cuda, _torch_compat.tensor_cores() if self._cuda else None), self.call_sites)

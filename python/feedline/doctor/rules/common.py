@@ -29,6 +29,7 @@ LARGE_BATCH = 64
 HEADROOM = 1.2          # a loader delivering less than this many times the step's demand has no headroom
 PYTHON_BOUND = 0.5      # share of the step outside ops above which, with many ops, it is Python-bound
 MANY_OPS = 100          # top-level ops per step that make a step "many tiny ops"
+TINY_OP = 20e-6         # ... each this short on average (under the profiler): per-op overhead dominates
 DEVICE_IDLE = 0.5       # device busy less than this share of the step, with many kernels: launch-bound
 MANY_KERNELS = 50
 

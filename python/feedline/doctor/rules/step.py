@@ -19,6 +19,7 @@ from .common import (
     MANY_OPS,
     PYTHON_BOUND,
     SIGNIFICANT,
+    TINY_OP,
     Ev,
     Finding,
     _finding,
@@ -75,9 +76,13 @@ class StepModel:
 
 
 def _where(site: dict[str, Any]) -> str:
-    if site.get("file"):
+    """file:line, or where the enclosing function starts when the profile
+    only names functions (a Kineto trace's stacks), or that there is no stack."""
+    if not site.get("file"):
+        return "an unknown line (no Python stack: profile with with_stack=True)"
+    if site.get("exact_line", True):
         return f"{site['file']}:{site['line']}"
-    return "(no Python stack in the profile: profile with with_stack=True)"
+    return f"{site.get('function') or '?'} ({site['file']}:{site['line']}, where the function starts)"
 
 
 @rule("step")
@@ -100,9 +105,9 @@ def _syncs(ev: Ev, m: StepModel) -> Optional[Finding]:
     more = f" ({len(syncs) - 1} more site(s) in the evidence)" if len(syncs) > 1 else ""
     return m.predict(
         ev, saved, "host_sync", f"{_WHAT[s['kind']]} at {_where(s)} forces a host-device sync {every}",
-        f"{s['op']} from {s.get('function') or '?'} ({_where(s)}) ran {s['calls']} time(s) in {n} profiled "
+        f"{s['op']} at {_where(s)} ran {s['calls']} time(s) in {n} profiled "
         f"step(s): {cost}{more}.",
-        _FIX[s["kind"]].capitalize() + ".",
+        _FIX[s["kind"]][0].upper() + _FIX[s["kind"]][1:] + ".",
         {"syncs": syncs, "profiled_steps": n}, severity=None if cuda else "medium")
 
 
@@ -110,9 +115,11 @@ def _syncs(ev: Ev, m: StepModel) -> Optional[Finding]:
 def _python_bound(ev: Ev, m: StepModel) -> Optional[Finding]:
     st = m.step
     share, ops = st["python_share"], st["ops_per_step"]
-    if share < PYTHON_BOUND or ops < MANY_OPS:
-        return None
     op_mean = st.get("op_mean_s") or 0.0
+    # Many ops, and either most of the step between them or each one tiny
+    # (its fixed dispatch cost, which compiling removes too, dominates it).
+    if ops < MANY_OPS or (share < PYTHON_BOUND and op_mean >= TINY_OP):
+        return None
     return m.predict(
         ev, m.step_s - st["ops_mean_s"], "python_bound",
         f"The step is Python-bound: {_pct(share)} outside ops, {ops:.0f} ops per step",
