@@ -66,7 +66,7 @@ def test_item_every_step_is_named_with_file_and_line():
     sync = [s for s in step["syncs"] if s["kind"] == "item"]
     assert len(sync) == 1, step["syncs"]
     assert os.path.basename(sync[0]["file"]) == NAME and sync[0]["line"] == line and sync[0]["exact_line"]
-    assert sync[0]["steps_with"] == 3 and sync[0]["calls"] == 3
+    assert sync[0]["steps_with"] == 3 and sync[0]["calls"] == 3, step["syncs"]
     f = finding(r, "host_sync")
     assert f"{NAME}:{line}" in f["title"] and "every step" in f["title"]
     assert "every N steps" in f["fix"]
@@ -109,7 +109,7 @@ def test_the_profiled_steps_are_left_out_of_the_loop_timings_and_the_methods_res
 
 # -- Python-bound -----------------------------------------------------------------------------------
 def tiny_ops(x):
-    for i in range(300):
+    for _ in range(300):
         x = x + 1
         _ = [j * j for j in range(600)]  # Python work between the ops
     return x

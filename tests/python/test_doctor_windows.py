@@ -7,8 +7,9 @@ saved report is: exact, whatever the machine is doing."""
 import copy
 import re
 
-import feedline
 from test_doctor_rules import torch_loop
+
+import feedline
 
 
 def flat(text):

@@ -503,11 +503,12 @@ class SyncCallSites:
 
     def _wrap(self, orig: Any, kind: str) -> Callable[..., Any]:
         import sys
+        import types
         sites = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if sites._depth == 0:  # the outermost only: printing calls item() inside
-                f = sys._getframe(1)
+                f: Optional[types.FrameType] = sys._getframe(1)
                 while f is not None and sites.is_library(f.f_code.co_filename):
                     f = f.f_back
                 if f is not None:

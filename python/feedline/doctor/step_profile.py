@@ -27,6 +27,7 @@ STEP_MARK = "feedline.doctor.step#"
 EXACT_ARG = "feedline exact line"   # an op's argument in the doctor's trace: its stack's user line is the call's
 _WINDOW = re.compile(r"^(ProfilerStep#|feedline\.doctor\.step#)(\d+)$")
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")           # "path/train.py(42): step"
+_WRAPPER = "feedline/doctor/_torch_compat.py("   # SyncCallSites' wrapper, as a stack frame
 _CCALL = re.compile(r"^<built-in method (\w+) of ")      # "<built-in method item of Tensor object at 0x...>"
 # Libraries whose frames are not the user's line: the first frame outside them is.
 _LIBRARIES = ("torch", "torchvision", "torchaudio", "feedline", "functorch", "_pytest", "pluggy")
@@ -132,7 +133,7 @@ def from_trace(data: Any, where: str = "trace") -> tuple[Profile, str, int]:
             name, ts, dur = str(e["name"]), float(e["ts"]), float(e.get("dur", 0.0))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{where}: traceEvents[{i}]: a complete event needs a name, ts and dur ({err})") from err
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args: dict[str, Any] = e["args"] if isinstance(e.get("args"), dict) else {}
         cat = str(e.get("cat") or "").lower()
         tid = threads.setdefault((str(e.get("pid")), str(e.get("tid", 0))), len(threads) + 1)
         ext = args.get("External id", args.get("external id"))
@@ -283,18 +284,18 @@ def anatomy(p: Profile, source: str, window: Optional[str] = None) -> Optional[S
             s["calls"] += 1
             s["steps"].add(w)
             s["us"] += dur
-        for a in launched:
-            if a.kind != "memcpy":
+        for act in launched:
+            if act.kind != "memcpy":
                 continue
-            direction = "h2d" if "HtoD" in a.name else "d2h" if "DtoH" in a.name else "d2d"
-            memory = "pageable" if "Pageable" in a.name else "pinned" if "Pinned" in a.name else "unknown"
+            direction = "h2d" if "HtoD" in act.name else "d2h" if "DtoH" in act.name else "d2d"
+            memory = "pageable" if "Pageable" in act.name else "pinned" if "Pinned" in act.name else "unknown"
             c = copies.setdefault((direction, memory, file, line), {"calls": 0, "bytes": 0, "us": 0.0, "sized": True})
             c["calls"] += 1
-            c["us"] += a.end_us - a.start_us
-            if a.bytes is None:
+            c["us"] += act.end_us - act.start_us
+            if act.bytes is None:
                 c["sized"] = False
             else:
-                c["bytes"] += a.bytes
+                c["bytes"] += act.bytes
     top_ops = sorted(names.items(), key=lambda kv: -kv[1][1])[:8]
     device = None
     if p.activities:
@@ -302,7 +303,8 @@ def anatomy(p: Profile, source: str, window: Optional[str] = None) -> Optional[S
                   if act.end_us > a and act.start_us < b]
         merged = _union(in_win)
         busy = sum(y - x for x, y in merged)
-        kernels = [act for act in p.activities if act.kind == "kernel" and _window_of(act.start_us, p.windows) is not None]
+        kernels = [act for act in p.activities
+                   if act.kind == "kernel" and _window_of(act.start_us, p.windows) is not None]
         device = DeviceBusy(busy_s=busy / 1e6, idle_s=max(0.0, wall - busy) / 1e6, busy_share=busy / wall,
                             gaps=max(0, len(merged) - steps), kernels_per_step=len(kernels) / steps,
                             kernel_mean_s=(sum(k.end_us - k.start_us for k in kernels) / len(kernels) / 1e6)
@@ -339,7 +341,10 @@ def with_exact_lines(p: Profile, sites: list[tuple[str, str, int, str]]) -> Prof
         return p
     ops = []
     for op in p.ops:
-        kind = _sync_kind(op, []) if "::" in op.name else None
+        # Only an op called through the wrapper (its frame in the stack) is
+        # one of the calls it saw; an op torch calls itself keeps its frame.
+        wrapped = any(f.startswith(_WRAPPER) or f"/{_WRAPPER}" in f for f in op.stack)
+        kind = _sync_kind(op, []) if "::" in op.name and wrapped else None
         file, line, fn = user_frame(op.stack)
         if kind is None or file is None:
             ops.append(op)

@@ -5,7 +5,9 @@ Process 1 is the training loop: one "data wait" and one "step" span per
 step on the main thread, and a "waiting for data" counter. Process 2 is the
 loader: for a torch DataLoader one track per worker process (each sample's
 __getitem__ with its transforms nested inside, then collate, and
-worker_init_fn), and one for the pin-memory thread. Timestamps are
+worker_init_fn), and one for the pin-memory thread. Process 3 holds the
+steps Doctor(profile_steps=N) profiled, in torch.profiler's Kineto form
+(step_profile.trace_events: what `--trace` reads back). Timestamps are
 microseconds since the doctor started watching. A pipeline report (the CLI)
 has one process per thread count measured, with the consumer's wait for
 each batch.

@@ -65,8 +65,8 @@ from .pipeline import diagnose_pipeline
 from .registry import model_for, rule, rules_for, run_rules
 from .torch_loader import TorchModel
 
-__all__ = ["diagnose", "diagnose_trace", "rank", "capacity", "diagnose_pipeline", "current_rate", "fair_share_cores", "rule",
-           "rules_for", "run_rules", "model_for", "TorchModel", "FeedlineModel", "STARVED", "SIGNIFICANT",
+__all__ = ["diagnose", "diagnose_trace", "rank", "capacity", "diagnose_pipeline", "current_rate", "fair_share_cores",
+           "rule", "rules_for", "run_rules", "model_for", "TorchModel", "FeedlineModel", "STARVED", "SIGNIFICANT",
            "PREFER_CAUSE", "WAIT_WORKERS_PER_CORE", "DEFAULT_RECEIVE_S", "RECEIVE_BYTES_PER_S",
            "COLLATE_BYTES_PER_S", "DECODE_FIXED_S", "STORE_MARGIN", "STEP_BOUND_RANK", "STARTUP_SHARE", "FL_IDLE",
            "COPY_ON_READ_BYTES", "LARGE_BATCH"]
