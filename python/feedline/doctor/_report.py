@@ -25,6 +25,9 @@ from .evidence import (
     Timeline,
     steady_mask,
 )
+from .step_profile import anatomy, trace_events
+
+STEP_PID = 3  # the trace's process of the profiled steps (trace.py has 1 and 2)
 
 if TYPE_CHECKING:
     from .watch import Doctor
@@ -70,7 +73,8 @@ def _loop_section(doctor: Doctor, skip: int = 1) -> Loop:
     samples = sum(s.samples for s in steps)
     wall = wait + step
     # Steady state: every step but each epoch's warm-up (evidence.warmup_steps).
-    steady = [s for s, keep in zip(steps, steady_mask([s.epoch for s in steps], skip)) if keep]
+    mask = steady_mask([s.epoch for s in steps], skip)
+    steady = [s for s, keep in zip(steps, mask) if keep]
     st_wall = sum(s.wait_s + s.step_s for s in steady)
     st_wait = sum(s.wait_s for s in steady)
     st_samples = sum(s.samples for s in steady)
@@ -91,7 +95,21 @@ def _loop_section(doctor: Doctor, skip: int = 1) -> Loop:
         process_cpu_mean_s=sum(s.process_cpu_s for s in steps) / n if n else 0.0,
         device=doctor.device_summary(skip),
         epoch_list=epochs,
+        steady_steps=len(steady),
+        steady_window=_steady_window(mask, [s.epoch for s in steps]),
+        steady_step_mean_s=sum(s.step_s for s in steady) / len(steady) if steady else None,
     )
+
+
+def _steady_window(mask: list[bool], epochs: list[int]) -> Optional[str]:
+    """The steady-state steps in words (1-based, as a user counts steps)."""
+    kept = [i + 1 for i, keep in enumerate(mask) if keep]
+    if not kept:
+        return None
+    if len(set(epochs)) == 1 or kept == list(range(kept[0], kept[-1] + 1)):
+        return f"steps {kept[0]}-{kept[-1]}"
+    left = len(mask) - len(kept)
+    return f"{len(kept)} steps: each epoch's warm-up left out ({left} steps)"
 
 
 def _stages(ev: Evidence) -> list[Stage]:
@@ -117,7 +135,8 @@ def _stages(ev: Evidence) -> list[Stage]:
         for op in f.ops:
             out.append(Stage(op.name, "engine", B * op.per_item_s))
     if loop and loop.steps:
-        out.append(Stage("step", "main", loop.step_mean_s, loop.step_cpu_mean_s))
+        # The steady state's step, the window of the capacity and the findings.
+        out.append(Stage("step", "main", loop.steady_step_mean_s or loop.step_mean_s, loop.step_cpu_mean_s))
     return out
 
 
@@ -144,7 +163,21 @@ def build_evidence(doctor: Doctor) -> Evidence:
                            rows=[[round(s.t_request - t0, 6), round(s.wait_s, 6), round(s.step_s, 6), s.samples,
                                   s.epoch] for s in doctor.steps])
     ev.probes = probe.status() if probe is not None else None
+    prof = doctor.step_profiler.profile
+    if prof is not None:
+        step = anatomy(prof, "profile")
+        if step is not None:
+            ev.step = step
     return ev
+
+
+def step_trace_events(doctor: Doctor) -> list[dict[str, Any]]:
+    """The profiled steps as trace events (process 3), placed on the doctor's clock."""
+    sp = doctor.step_profiler
+    if sp.profile is None or not sp.profile.windows or sp.t_first is None or doctor.t0 is None:
+        return []
+    offset = (sp.t_first - doctor.t0) * 1e6 - sp.profile.windows[0][0]
+    return trace_events(sp.profile, STEP_PID, offset)
 
 
 def _other_cpu(doctor: Doctor, ev: Evidence) -> Optional[float]:
@@ -171,9 +204,10 @@ def _other_cpu(doctor: Doctor, ev: Evidence) -> Optional[float]:
 class Report:
     """A diagnosis: `data` is the JSON document (docs/doctor.md)."""
 
-    def __init__(self, data: dict[str, Any], spans: Iterable[Span] = ()) -> None:
+    def __init__(self, data: dict[str, Any], spans: Iterable[Span] = (), events: Iterable[dict[str, Any]] = ()) -> None:
         self.data = data
         self.spans = list(spans)
+        self.events = list(events)  # more trace events, in the trace's own form (the profiled steps)
 
     @classmethod
     def from_doctor(cls, doctor: Doctor) -> Report:
@@ -181,7 +215,7 @@ class Report:
         ev["findings"] = rules.diagnose(ev)
         probe = doctor.probe
         spans = probe.spans(doctor.t0) if probe is not None and doctor.t0 is not None else []
-        return cls(ev, spans)
+        return cls(ev, spans, step_trace_events(doctor))
 
     @classmethod
     def from_json(cls, path_or_dict: Union[str, dict[str, Any]], rediagnose: bool = False) -> Report:
@@ -192,6 +226,8 @@ class Report:
                 data = json.load(f)
         if rediagnose and data.get("mode") == "loop":
             data["findings"] = rules.diagnose(data)
+        elif rediagnose and data.get("mode") == "trace":
+            data["findings"] = rules.diagnose_trace(data)
         return cls(data)
 
     @property
@@ -211,7 +247,7 @@ class Report:
 
     def trace(self) -> dict[str, Any]:
         from .trace import chrome_trace
-        return chrome_trace(self.data, self.spans)
+        return chrome_trace(self.data, self.spans, self.events)
 
     def save_trace(self, path: Any) -> None:
         with open(path, "w") as f:
@@ -272,13 +308,17 @@ def validate(data: dict[str, Any]) -> bool:
         raise ValueError(f"report.schema: {data['schema']!r} is not {SCHEMA!r}")
     if data["schema_version"] != SCHEMA_VERSION:
         raise ValueError(f"report.schema_version: {data['schema_version']} (this build reads {SCHEMA_VERSION})")
-    if data["mode"] not in ("loop", "pipeline"):
+    if data["mode"] not in ("loop", "pipeline", "trace"):
         raise ValueError(f"report.mode: {data['mode']!r}")
     need(data["machine"], "machine", "report.machine")
     need(data["loader"], "loader", "report.loader")
-    if data["loader"]["kind"] not in ("torch", "feedline", "iterable"):
+    if data["loader"]["kind"] not in ("torch", "feedline", "iterable", "none"):
         raise ValueError(f"report.loader.kind: {data['loader']['kind']!r}")
-    if data["mode"] == "loop":
+    if data["mode"] == "trace":
+        for section in ("trace", "step"):
+            if not isinstance(data.get(section), dict):
+                raise ValueError(f"report: a trace report needs '{section}'")
+    elif data["mode"] == "loop":
         for section in ("loop", "capacity", "timeline"):
             if not isinstance(data.get(section), dict):
                 raise ValueError(f"report: missing '{section}'")
@@ -304,3 +344,27 @@ def validate(data: dict[str, Any]) -> bool:
             raise ValueError(f"report.findings[{i}].severity: {f['severity']!r}")
     json.dumps(data, default=_jsonable)  # serialisable
     return True
+
+
+def trace_report(path: str) -> Report:
+    """The step findings of a torch.profiler trace file (export_chrome_trace),
+    read offline. Raises ValueError naming the file and what is wrong."""
+    from .evidence import TraceInfo
+    from .step_profile import from_trace
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from e
+    prof, fmt, n = from_trace(data, path)
+    step = anatomy(prof, "trace")
+    if step is None:
+        raise ValueError(f"{path}: no op inside a step: not a torch.profiler trace of a training loop "
+                         "(profile with torch.profiler.profile(...) and prof.export_chrome_trace(path))")
+    step.trace_file = str(path)
+    ev = Evidence(schema=SCHEMA, schema_version=SCHEMA_VERSION, mode="trace", created_unix=time.time(),
+                  machine=Machine(cores=0, cpu="unknown (a trace)", cuda=prof.cuda),
+                  loader=LoaderInfo(kind="none"), step=step, trace=TraceInfo(path=str(path), format=fmt, events=n))
+    data_out = ev.to_json()
+    data_out["findings"] = rules.diagnose_trace(data_out)
+    return Report(data_out)

@@ -407,3 +407,120 @@ class Attachment:
     def _run_undo(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+
+# -- the step profiler (step_profile.py) ------------------------------------------------------------
+# torch.profiler.profile(activities, record_shapes, with_stack) and
+# prof.events() are public in 1.13 and 2.x; what differs is in the events:
+# Debian's 1.13 is built without Kineto (the legacy profiler: CPU ops only,
+# no input dtypes, the stack on each op), 2.x adds python_function and user
+# annotation events (is_python_function, is_user_annotation), device events
+# (device_type CUDA, linked to the op that launched them by
+# linked_correlation_id == that op's id) and input_dtypes.
+def start_step_profiler(cuda: bool) -> Any:
+    """A started torch.profiler.profile recording ops, their input shapes
+    and Python stacks (and CUDA activity when `cuda`)."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    prof = profile(activities=activities, record_shapes=True, with_stack=True)
+    prof.__enter__()
+    return prof
+
+
+def stop_step_profiler(prof: Any) -> list[dict[str, Any]]:
+    """Stops `prof`; its events as dicts of the fields step_profile.from_events reads."""
+    prof.__exit__(None, None, None)
+    out = []
+    for e in prof.events():
+        dev = getattr(e, "device_type", None)
+        dev_name = str(getattr(dev, "name", dev) or "CPU").lower()
+        dtypes = getattr(e, "input_dtypes", None) or ()
+        out.append({
+            "name": e.name, "tid": int(getattr(e, "thread", 0) or 0),
+            "start_us": float(e.time_range.start), "end_us": float(e.time_range.end),
+            "stack": list(getattr(e, "stack", None) or ()),
+            "device": "cpu" if dev_name == "cpu" else dev_name,
+            "python": bool(getattr(e, "is_python_function", False)),
+            "id": getattr(e, "id", None) if dev_name == "cpu" else None,
+            "linked_id": (getattr(e, "linked_correlation_id", None) or None) if dev_name != "cpu" else None,
+            "dtypes": [str(d) for d in dtypes],
+        })
+    return out
+
+
+def record_step(name: str) -> Any:
+    """An entered record_function range named `name` (exit it with .__exit__)."""
+    from torch.autograd.profiler import record_function
+    rf = record_function(name)
+    rf.__enter__()
+    return rf
+
+
+def tensor_cores() -> Optional[bool]:
+    """The current CUDA device has tensor cores (compute capability 7.0 and up)."""
+    try:
+        import torch
+        return torch.cuda.get_device_capability()[0] >= 7 if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - no device to ask: unknown
+        return None
+
+
+class SyncCallSites:
+    """The exact lines of the calls that need a tensor's value on the host
+    (Tensor.item, tolist, cpu, numpy, nonzero, __bool__, __repr__ and
+    __format__: printing), for the profiled steps. torch.profiler's Python
+    stacks name a function by its first line (Kineto's python_function
+    events), and Debian's 1.13 on Python 3.11 misreads even that, so the
+    doctor wraps these few methods of torch.Tensor while it profiles and
+    reads the caller's frame itself; every other op runs untouched."""
+
+    METHODS = {"item": "item", "tolist": "tolist", "cpu": "cpu", "numpy": "numpy", "nonzero": "nonzero",
+               "__bool__": "bool", "__repr__": "print", "__format__": "print"}
+
+    def __init__(self, is_library: Callable[[str], bool]) -> None:
+        self.is_library = is_library
+        self.calls: list[tuple[str, str, int, str]] = []   # (kind, file, line, function)
+        self._saved: dict[str, Any] = {}
+        self._depth = 0
+
+    def install(self) -> None:
+        import torch
+        for name, kind in self.METHODS.items():
+            orig = torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None))
+            if orig is None:
+                continue
+            self._saved[name] = torch.Tensor.__dict__.get(name, _INHERITED)
+            setattr(torch.Tensor, name, self._wrap(orig, kind))
+
+    def remove(self) -> None:
+        import torch
+        for name, orig in self._saved.items():
+            if orig is _INHERITED:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, orig)
+        self._saved.clear()
+
+    def _wrap(self, orig: Any, kind: str) -> Callable[..., Any]:
+        import sys
+        import types
+        sites = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if sites._depth == 0:  # the outermost only: printing calls item() inside
+                f: Optional[types.FrameType] = sys._getframe(1)
+                while f is not None and sites.is_library(f.f_code.co_filename):
+                    f = f.f_back
+                if f is not None:
+                    sites.calls.append((kind, f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+            sites._depth += 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                sites._depth -= 1
+        call.__name__ = getattr(orig, "__name__", kind)
+        call.__doc__ = getattr(orig, "__doc__", None)
+        return call
+
+
+_INHERITED = object()  # a method torch.Tensor inherits (from _TensorBase) rather than defines

@@ -262,6 +262,12 @@ class Loop(Record):
     process_cpu_mean_s: float
     device: Optional[DeviceTiming]
     epoch_list: list[Epoch]
+    # The steady-state window every steady figure is over (rules.common.window):
+    # its steps, in words ("steps 4-200" or, over several epochs, "each epoch
+    # after its first 3 steps"), and the step's mean over it.
+    steady_steps: Optional[int] = ABSENT
+    steady_window: Optional[str] = ABSENT
+    steady_step_mean_s: Optional[float] = ABSENT
 
 
 # -- a torch DataLoader ------------------------------------------------------------------------
@@ -501,13 +507,90 @@ class PipelineInfo(Record):
     summary: dict[str, JSON]       # rules.diagnose_pipeline's summary
 
 
+# -- inside the step (step_profile.py: Doctor(profile_steps=N) or a saved trace) ----------------
+@dataclasses.dataclass
+class OpShare(Record):
+    """One op name among the step's top-level ops (not counting ops inside ops)."""
+    name: str
+    calls: int
+    total_s: float
+    share: float                   # of the profiled steps' wall time
+
+
+@dataclasses.dataclass
+class SyncSite(Record):
+    """Where the user's code makes the host wait for the device: an op that
+    needs a value on the host, with the first frame outside torch and feedline."""
+    kind: str                      # "item", "print", "tolist", "cpu", "numpy", "nonzero", "bool"
+    op: str                        # the op that syncs (aten::item, aten::nonzero, ...)
+    file: Optional[str]
+    line: Optional[int]
+    function: Optional[str]
+    calls: int
+    steps_with: int                # profiled steps in which it ran at least once
+    per_step_s: float              # time inside those ops, per profiled step
+    exact_line: bool = False       # line is the call's; False: where the function starts (a profiler stack)
+
+
+@dataclasses.dataclass
+class CopyStat(Record):
+    direction: str                 # "h2d", "d2h", "d2d"
+    memory: str                    # "pageable", "pinned" or "unknown"
+    calls: int
+    bytes: Optional[int]
+    per_step_s: float              # device time of the copies, per profiled step
+    file: Optional[str]
+    line: Optional[int]
+
+
+@dataclasses.dataclass
+class DeviceBusy(Record):
+    """The device over the profiled steps (CUDA activity in the profile)."""
+    busy_s: float
+    idle_s: float
+    busy_share: float
+    gaps: int                      # idle gaps between device activities, over all steps
+    kernels_per_step: float
+    kernel_mean_s: Optional[float]
+
+
+@dataclasses.dataclass
+class StepAnatomy(Record):
+    source: str                    # "profile" (Doctor(profile_steps=N)) or "trace" (a saved trace)
+    window: str                    # which steps, in words ("profiled steps 4-8", "ProfilerStep#2-#6")
+    steps: int
+    python_stacks: bool            # the profile has Python stacks (with_stack=True)
+    step_mean_s: float             # wall time of a step, under the profiler
+    ops_mean_s: float              # of it inside ops (any thread)
+    python_share: float            # the rest: Python and everything outside ops
+    ops_per_step: float            # top-level ops
+    op_mean_s: Optional[float]
+    top_ops: list[OpShare]
+    syncs: list[SyncSite]
+    copies: list[CopyStat]
+    copies_note: Optional[str]     # what could not be classified, and why
+    cuda: bool
+    device: Optional[DeviceBusy]
+    matmul_dtypes: list[str]       # input dtypes of matmul / conv ops ([]: not recorded)
+    tensor_cores: Optional[bool]   # the GPU has tensor cores (compute capability >= 7); None: unknown
+    trace_file: str = ABSENT       # source "trace": the file read
+
+
+@dataclasses.dataclass
+class TraceInfo(Record):
+    """Trace mode: the file read, its format, what it holds."""
+    path: str
+    format: str                    # "kineto" (a JSON object) or "legacy" (a list of events)
+    events: int
+
+
 # -- the report --------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Evidence(Record):
     """The report minus its findings (Doctor.evidence(), pipeline.scan())."""
     schema: str
     schema_version: int
-    mode: str                      # "loop" or "pipeline"
+    mode: str                      # "loop", "pipeline" or "trace"
     created_unix: float
     machine: Machine
     loader: LoaderInfo
@@ -520,4 +603,6 @@ class Evidence(Record):
     capacity: Capacity = ABSENT
     timeline: Timeline = ABSENT
     probes: Optional[ProbeStatus] = ABSENT
+    step: StepAnatomy = ABSENT     # Doctor(profile_steps=N), or trace mode
+    trace: TraceInfo = ABSENT      # trace mode
     findings: list[dict[str, JSON]] = ABSENT  # the rules' output (rules/__init__.py)

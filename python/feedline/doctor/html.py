@@ -6,7 +6,8 @@ mode), time per stage, and capacity vs demand with each fix's prediction.
 """
 from html import escape
 
-from .summary import _ms, _rate, _settings_line
+from .rules import common as rc
+from .summary import _ms, _rate, _settings_line, _source, step_line
 
 _COLORS = {"worker": "#4e79a7", "main": "#e15759", "pin_thread": "#76b7b2", "engine": "#59a14f",
            "loader": "#4e79a7", "step": "#e15759", "loop": "#9c755f", "fix": "#f28e2b"}
@@ -116,10 +117,11 @@ def _capacity_rows(report):
         rows.append((f"loader capacity ({lc['source']})", lc["value"], _COLORS["loader"],
                      f"{_rate(lc['value'])} samples/s"))
     if sc.get("value"):
-        label = "accelerator demand (target)" if sc["source"] == "target" else f"step capacity ({sc['source']})"
+        label = ("accelerator demand (target)" if sc["source"] == "target" else
+                 f"step capacity ({_source(report, sc['source'])})")
         rows.append((label, sc["value"], _COLORS["step"], f"{_rate(sc['value'])} samples/s"))
     if cap.get("loop_samples_per_s"):
-        rows.append(("loop, measured", cap["loop_samples_per_s"], _COLORS["loop"],
+        rows.append((f"loop, measured ({rc.rate_window(report)})", cap["loop_samples_per_s"], _COLORS["loop"],
                      f"{_rate(cap['loop_samples_per_s'])} samples/s"))
     for f in report.get("findings", []):
         if f.get("predicted_samples_per_s") and (f.get("predicted_speedup") or 0) >= 1.01:
@@ -147,17 +149,25 @@ def render(report):
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>feedline doctor report</title><style>{_CSS}</style></head><body>",
              "<h1>feedline doctor</h1>",
-             f'<p class="muted">{escape(_settings_line(report) if mode == "loop" else _pipeline_line(report))} · '
+             f'<p class="muted">{escape(_head_line(report))} · '
              f'{report["machine"]["cores"]} cores · schema {escape(str(report.get("schema")))} '
              f'v{report.get("schema_version")}</p>']
     if mode == "loop":
-        starv = loop.get("starvation", 0.0)
-        cls = "starved" if starv >= 0.10 else "fed"
+        # One window per figure, named under it (rules.common), as in the
+        # terminal summary and the findings.
+        starv = rc._starvation(report)
+        cls = "starved" if starv >= rc.STARVED else "fed"
         parts.append('<div class="kpi">'
-                     f'<div>waiting for data<b class="{cls}">{100 * starv:.0f}%</b></div>'
-                     f'<div>throughput<b>{_rate(loop.get("samples_per_s"))} samples/s</b></div>'
-                     f'<div>steps<b>{loop.get("steps", 0)}</b></div>'
+                     f'<div>waiting for data<b class="{cls}">{100 * starv:.0f}%</b>'
+                     f'<span class="muted">{escape(rc.starvation_window(report))}</span></div>'
+                     f'<div>throughput<b>{_rate(rc.current_rate(report))} samples/s</b>'
+                     f'<span class="muted">{escape(rc.rate_window(report))}</span></div>'
+                     f'<div>whole run<b>{_rate(loop.get("samples_per_s"))} samples/s</b>'
+                     f'<span class="muted">{loop.get("steps", 0)} steps, '
+                     f'{100 * loop.get("starvation", 0.0):.0f}% waiting, start-up included</span></div>'
                      f'<div>bound by<b>{escape(str((report.get("capacity") or {}).get("bound")))}</b></div></div>')
+    if report.get("step"):
+        parts.append(_step_section(report["step"]))
     parts.append(_findings_table(report))
     tuner = ((report.get("feedline") or {}).get("tuner") or {})
     if tuner:
@@ -166,6 +176,10 @@ def render(report):
         if tuner.get("log"):
             items = "".join(f"<li>{escape(entry)}</li>" for entry in tuner["log"])
             parts.append("<ol class=\"muted\">" + items + "</ol>")
+    if mode == "trace":  # a trace has steps, not a loader or a loop: no plots of those
+        parts.append('<p class="muted">Findings from a torch.profiler trace read offline (docs/doctor.md, '
+                     '"Inside the step").</p></body></html>')
+        return "".join(parts)
     parts.append("<h2>Plots</h2>")
     if mode == "loop":
         xs, ys = starvation_series(report)
@@ -185,6 +199,36 @@ def render(report):
     parts.append('<p class="muted">Predictions come from the doctor\'s pipeline model (docs/doctor.md); '
                  "each assumes its fix alone is applied.</p></body></html>")
     return "".join(parts)
+
+
+def _head_line(report):
+    mode = report.get("mode")
+    if mode == "loop":
+        return _settings_line(report)
+    if mode == "trace":
+        t = report.get("trace") or {}
+        return f"torch.profiler trace {t.get('path')} ({t.get('format')}, {t.get('events')} events)"
+    return _pipeline_line(report)
+
+
+def _step_section(step):
+    """Inside the step: the one-line anatomy, the top ops, the sync sites, the copies."""
+    rows = "".join(f"<tr><td>{escape(o['name'])}</td><td>{o['calls']}</td><td>{100 * o['share']:.0f}%</td></tr>"
+                   for o in step.get("top_ops", []))
+    syncs = "".join(f"<li>{escape(s['kind'])} ({escape(s['op'])}) at {escape(_where(s))}: {s['calls']} call(s), "
+                    f"in {s['steps_with']} of {step['steps']} steps</li>" for s in step.get("syncs", []))
+    copies = "".join(f"<li>{escape(c['direction'])} {escape(c['memory'])}: {c['calls']} call(s) at "
+                     f"{escape(_where(c))}, {_ms(c['per_step_s'])} per step</li>" for c in step.get("copies", []))
+    return ('<h2>Inside the step</h2><p id="step">' + escape(step_line(step)) + "</p>"
+            + ('<table id="top-ops"><tr><th>op (top level)</th><th>calls</th><th>share of the step</th></tr>'
+               + rows + "</table>" if rows else "")
+            + (f'<p>Host-device syncs:</p><ul id="syncs">{syncs}</ul>' if syncs else "")
+            + (f'<p>Copies:</p><ul id="copies">{copies}</ul>' if copies else "")
+            + (f'<p class="muted">{escape(step["copies_note"])}</p>' if step.get("copies_note") else ""))
+
+
+def _where(site):
+    return f"{site['file']}:{site['line']}" if site.get("file") else "(no Python stack)"
 
 
 def _pipeline_line(report):

@@ -1,6 +1,8 @@
 """The terminal summary: the answer first, readable in ten seconds."""
 import textwrap
 
+from .rules import common as rc
+
 
 def _ms(s):
     if s is None:
@@ -27,6 +29,24 @@ def _settings_line(ev):
     return name + "  " + " ".join(f"{k}={s[k]}" for k in keys if k in s)
 
 
+def _source(ev, source):
+    """A capacity's source, with its window where it is the loop's own."""
+    if source == "loop":
+        return f"loop, {rc.steady_label(ev)}" if (ev.get("loop") or {}).get("steady_step_mean_s") else "loop"
+    return source or "unknown"
+
+
+def step_line(step):
+    """The step anatomy in one line (Doctor(profile_steps=N) or a trace)."""
+    line = (f"step      {step['window']}: {_ms(step['step_mean_s'])} per step, "
+            f"{100 * step['python_share']:.0f}% outside ops, {step['ops_per_step']:.0f} ops per step")
+    if step.get("device"):
+        line += f", device busy {100 * step['device']['busy_share']:.0f}%"
+    if step.get("syncs"):
+        line += f", {len(step['syncs'])} sync site(s)"
+    return line + " (under the profiler)"
+
+
 def tuner_line(ev):
     """The autotuner's state and latest decision, for a feedline loader."""
     t = (ev.get("feedline") or {}).get("tuner")
@@ -49,6 +69,8 @@ def _findings(ev, width, details=3):
         pred = ""
         if f.get("predicted_samples_per_s") and (f.get("predicted_speedup") or 0) >= 1.01:
             pred = f"  -> ~{_rate(f['predicted_samples_per_s'])} samples/s ({f['predicted_speedup']:.2f}x)"
+        elif (f.get("predicted_speedup") or 0) >= 1.01:  # trace mode: steps, no samples
+            pred = f"  -> ~{f['predicted_speedup']:.2f}x the steps per second"
         lines.extend(textwrap.wrap(f" {f['rank']}. [{f['severity']}] {f['title']}{pred}", width,
                                    subsequent_indent="      "))
         if f["rank"] <= details:
@@ -61,23 +83,31 @@ def _findings(ev, width, details=3):
 def text(ev, width=100):
     if ev.get("mode") == "pipeline":
         return _pipeline_text(ev, width)
+    if ev.get("mode") == "trace":
+        return _trace_text(ev, width)
     loop, cap = ev.get("loop") or {}, ev.get("capacity") or {}
     starv = loop.get("starvation", 0.0)
-    steady = loop.get("steady_starvation")
     dev = loop.get("device")
-    state = "STARVED" if (steady if steady is not None else starv) >= 0.10 else "fed"
+    # One window per figure, named beside it (rules.common): the rate and the
+    # waiting the findings use first, then the whole run.
+    now_starv = rc._starvation(ev)
+    state = "STARVED" if now_starv >= rc.STARVED else "fed"
     lines = textwrap.wrap(f"feedline doctor: {_settings_line(ev)}", width, subsequent_indent="  ")
-    head = [f"  loop      {loop.get('steps', 0)} steps, {loop.get('samples', 0)} samples in "
-            f"{loop.get('wall_s', 0):.2f} s: {_rate(loop.get('samples_per_s'))} samples/s "
-            f"({_rate(loop.get('steady_samples_per_s'))} steady), {100 * starv:.0f}% of wall time waiting for data"
-            + (f" ({100 * steady:.0f}% in steady state)" if steady is not None else "") + f": {state}"]
+    head = [f"  loop      {_rate(rc.current_rate(ev))} samples/s ({rc.rate_window(ev)}); "
+            f"{100 * now_starv:.0f}% of the time waiting for data ({rc.starvation_window(ev)}): {state}",
+            f"  whole run {loop.get('steps', 0)} steps, {loop.get('samples', 0)} samples in "
+            f"{loop.get('wall_s', 0):.2f} s: {_rate(loop.get('samples_per_s'))} samples/s, {100 * starv:.0f}% "
+            "waiting for data (start-up included)"]
     if dev:
         head.append(f"  device    idle {100 * dev['starvation']:.0f}% between steps "
-                    f"(CUDA events, {dev['steps']} steps)")
+                    f"(CUDA events, {dev['steady_steps']} of {dev['steps']} steps timed: {rc.steady_label(ev)})")
     lc, sc = cap.get("loader_samples_per_s") or {}, cap.get("step_samples_per_s") or {}
     head.append(f"  capacity  loader {_rate(lc.get('value'))} samples/s ({lc.get('source') or 'unknown'}), "
-                f"step {_rate(sc.get('value'))} samples/s ({sc.get('source') or 'unknown'}): "
+                f"step {_rate(sc.get('value'))} samples/s ({_source(ev, sc.get('source'))}): "
                 f"bound by the {cap.get('bound') or '?'}")
+    step = ev.get("step")
+    if step:
+        head.append("  " + step_line(step))
     for h in head:
         lines.extend(textwrap.wrap(h, width, subsequent_indent="            "))
     tl = tuner_line(ev)
@@ -113,6 +143,22 @@ def _pipeline_text(ev, width):
         if summ.get("answer"):
             lines.extend(textwrap.wrap("target    " + summ["answer"], width, initial_indent="  ",
                                        subsequent_indent="            "))
+    lines.append("findings:")
+    lines.extend(_findings(ev, width))
+    return "\n".join(lines)
+
+
+def _trace_text(ev, width):
+    t, step = ev.get("trace") or {}, ev.get("step") or {}
+    lines = textwrap.wrap(f"feedline doctor: torch.profiler trace {t.get('path')} ({t.get('format')}, "
+                          f"{t.get('events')} events)", width, subsequent_indent="  ")
+    if step:
+        lines.extend(textwrap.wrap("  " + step_line(step), width, subsequent_indent="            "))
+        top = ", ".join(f"{o['name']} {100 * o['share']:.0f}%" for o in step.get("top_ops", [])[:5])
+        if top:
+            lines.extend(textwrap.wrap("  top ops   " + top, width, subsequent_indent="            "))
+        if step.get("copies_note"):
+            lines.extend(textwrap.wrap("  copies    " + step["copies_note"], width, subsequent_indent="            "))
     lines.append("findings:")
     lines.extend(_findings(ev, width))
     return "\n".join(lines)

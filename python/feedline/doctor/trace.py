@@ -5,7 +5,9 @@ Process 1 is the training loop: one "data wait" and one "step" span per
 step on the main thread, and a "waiting for data" counter. Process 2 is the
 loader: for a torch DataLoader one track per worker process (each sample's
 __getitem__ with its transforms nested inside, then collate, and
-worker_init_fn), and one for the pin-memory thread. Timestamps are
+worker_init_fn), and one for the pin-memory thread. Process 3 holds the
+steps Doctor(profile_steps=N) profiled, in torch.profiler's Kineto form
+(step_profile.trace_events: what `--trace` reads back). Timestamps are
 microseconds since the doctor started watching. A pipeline report (the CLI)
 has one process per thread count measured, with the consumer's wait for
 each batch.
@@ -18,7 +20,7 @@ def _us(s):
     return round(s * 1e6, 1)
 
 
-def chrome_trace(report, spans=()):
+def chrome_trace(report, spans=(), events=()):
     ev = []
     meta = lambda pid, tid, kind, name: ev.append(  # noqa: E731
         {"name": kind, "ph": "M", "pid": pid, **({"tid": tid} if tid is not None else {}), "args": {"name": name}})
@@ -50,6 +52,7 @@ def chrome_trace(report, spans=()):
                 meta(LOADER_PID, lanes[lane], "thread_name", lane)
             ev.append({"name": name, "cat": cat, "ph": "X", "ts": _us(start), "dur": _us(dur),
                        "pid": LOADER_PID, "tid": lanes[lane]})
+    ev.extend(events)  # already in the trace's form (the profiled steps, step_profile.trace_events)
     return {"traceEvents": ev, "displayTimeUnit": "ms",
             "otherData": {"schema": report.get("schema"), "schema_version": report.get("schema_version"),
                           "loader": (report.get("loader") or {}).get("kind")}}

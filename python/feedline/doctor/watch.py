@@ -205,6 +205,13 @@ class Doctor:
         cores: CPU cores the loop may use (default: as the engine counts
             them, the affinity mask capped by the cgroup's CPU quota).
         keep_steps: steps kept for the timeline and trace (all are counted).
+        profile_steps: look inside this many steps with torch.profiler
+            (Python stacks on): time in Python vs inside ops, the top ops,
+            host-device syncs named by file and line, copies, and on CUDA
+            the device's busy share (the report's "step" section and the
+            step findings). The first steps after the first epoch's
+            warm-up; the profiler slows them, so they are left out of the
+            loop's timings. 0 (default): no profiling.
 
     While attached to a torch DataLoader, iterate it through watch(): its
     batches carry timings that watch() strips. Each epoch's end restores the
@@ -215,8 +222,10 @@ class Doctor:
     """
 
     def __init__(self, step_fn: Optional[Callable[[Any], Any]] = None, device: Union[str, bool] = "auto",
-                 cores: Optional[int] = None, keep_steps: int = 100_000) -> None:
+                 cores: Optional[int] = None, keep_steps: int = 100_000, profile_steps: int = 0) -> None:
         from ._report import available_cores
+        from .step_profile import StepProfiler
+        self.step_profiler = StepProfiler(profile_steps)
         self.step_fn = step_fn
         self.cores = cores or available_cores()
         self.keep_steps = keep_steps
@@ -294,35 +303,41 @@ class Doctor:
                     if self._cached is None and (self.step_fn is not None or self._device.enabled):
                         self._cached = clone_batch(batch)
                 dev.step_start()
+                profiled = epoch["steps"] >= max(0, warmup) and self.step_profiler.begin_step(
+                    self.step_count + 1, dev.enabled or _cuda_in_use(), t_recv)
                 pending = (t_request, t_recv, samples, c0, c1, p0)
                 yield batch
                 del batch
-                self._finish_step(epoch, pending)
+                self._finish_step(epoch, pending, keep=not profiled)
+                if profiled:
+                    self.step_profiler.end_step()
                 pending = None
                 if epoch["steps"] == warmup:  # steady state from here: leave start-up CPU out
                     window[0] = _cpu_point(self.step_count)
         finally:
             if pending is not None:  # the loop left during a step (break, exception)
                 self._finish_step(epoch, pending)
+            self.step_profiler.finish()  # the epoch ended before the steps asked for
             epoch["t_end"] = _NOW()
             window[1] = _cpu_point(self.step_count)
             del it
             probe.release()  # restores the loader unless that would stop its persistent workers
 
-    def _finish_step(self, epoch: dict[str, Any], pending: tuple[float, float, int, float, float, float]) -> None:
+    def _finish_step(self, epoch: dict[str, Any], pending: tuple[float, float, int, float, float, float],
+                     keep: bool = True) -> None:
         t_done = _NOW()
         c2 = time.thread_time()
         self._device.step_end(epoch["index"])
         t_request, t_recv, samples, c0, c1, p0 = pending
         self._record(epoch, t_request, t_recv - t_request, t_done - t_recv, samples, c2 - c1, c1 - c0,
-                     time.process_time() - p0)
+                     time.process_time() - p0, keep)
 
     def _record(self, epoch: dict[str, Any], t_request: float, wait: float, step: float, samples: int,
-                step_cpu: float, receive_cpu: float, process_cpu: float) -> None:
+                step_cpu: float, receive_cpu: float, process_cpu: float, keep: bool = True) -> None:
         epoch["steps"] += 1
         epoch["samples"] += samples
         self.step_count += 1
-        if len(self.steps) < self.keep_steps:
+        if keep and len(self.steps) < self.keep_steps:
             self.steps.append(Step(t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu))
 
     # -- capacity ---------------------------------------------------------------

@@ -29,13 +29,14 @@ B' / period'.
 Where things are: registry.py (the @rule / @model registry and run_rules),
 common.py (thresholds, wording, the fair share of the cores), one module per
 loader kind (torch_loader.py, feedline_loader.py: the model and its rules),
-loop.py (rules for any loop) and pipeline.py (the CLI's pipeline alone).
+loop.py (rules for any loop), step.py (inside the step: Doctor(profile_steps=N)
+or a saved torch.profiler trace) and pipeline.py (the CLI's pipeline alone).
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import feedline_loader, torch_loader  # noqa: F401 - importing them registers their rules
+from . import feedline_loader, step, torch_loader  # noqa: F401 - importing them registers their rules
 from .common import (
     COLLATE_BYTES_PER_S,
     COPY_ON_READ_BYTES,
@@ -53,6 +54,8 @@ from .common import (
     WAIT_WORKERS_PER_CORE,
     Ev,
     Finding,
+    _finding,
+    _pct,
     current_rate,
     fair_share_cores,
 )
@@ -62,8 +65,8 @@ from .pipeline import diagnose_pipeline
 from .registry import model_for, rule, rules_for, run_rules
 from .torch_loader import TorchModel
 
-__all__ = ["diagnose", "rank", "capacity", "diagnose_pipeline", "current_rate", "fair_share_cores", "rule",
-           "rules_for", "run_rules", "model_for", "TorchModel", "FeedlineModel", "STARVED", "SIGNIFICANT",
+__all__ = ["diagnose", "diagnose_trace", "rank", "capacity", "diagnose_pipeline", "current_rate", "fair_share_cores",
+           "rule", "rules_for", "run_rules", "model_for", "TorchModel", "FeedlineModel", "STARVED", "SIGNIFICANT",
            "PREFER_CAUSE", "WAIT_WORKERS_PER_CORE", "DEFAULT_RECEIVE_S", "RECEIVE_BYTES_PER_S",
            "COLLATE_BYTES_PER_S", "DECODE_FIXED_S", "STORE_MARGIN", "STEP_BOUND_RANK", "STARTUP_SHARE", "FL_IDLE",
            "COPY_ON_READ_BYTES", "LARGE_BATCH"]
@@ -74,6 +77,8 @@ def diagnose(ev: Ev) -> list[Finding]:
     loader's kind (registry: one module per kind), then the loop's own."""
     kind = (ev.get("loader") or {}).get("kind")
     findings = run_rules(kind, ev) if kind and ev.get(kind) else []
+    if ev.get("step"):
+        findings.extend(run_rules("step", ev))
     f = _step_bound(ev)
     if f:
         findings.append(f)
@@ -82,6 +87,22 @@ def diagnose(ev: Ev) -> list[Finding]:
     f = _probes_not_attached(ev)
     if f:  # first among equals (it explains why no stage is named)
         findings.insert(0, f)
+    return rank(findings)
+
+
+def diagnose_trace(ev: Ev) -> list[Finding]:
+    """Ranked findings for a torch.profiler trace read offline (mode
+    "trace"): the step rules alone, or a note that they found nothing."""
+    findings = run_rules("step", ev) if ev.get("step") else []
+    if not findings:
+        st = ev.get("step") or {}
+        findings.append(_finding(
+            "step_fine", "Nothing inside the step stands out",
+            f"Over {st.get('window')}: {_pct(st.get('python_share') or 0)} of the step outside ops, "
+            f"{st.get('ops_per_step') or 0:.0f} ops per step, no host-device sync"
+            + ("" if st.get("python_stacks") else " found (the trace has no Python stacks: with_stack=True "
+               "names the lines)") + ".",
+            "", {"window": st.get("window")}, None, None, remedy="none", severity="info"))
     return rank(findings)
 
 
@@ -133,8 +154,9 @@ def capacity(ev: Ev, measured: Optional[dict[str, Any]] = None) -> dict[str, Any
     per_step = (loop.get("samples") or 0) / loop["steps"] if loop.get("steps") else 0
     if measured.get("step_samples_per_s"):
         out["step_samples_per_s"] = {"value": measured["step_samples_per_s"], "source": "measured"}
-    elif loop.get("step_mean_s"):
-        out["step_samples_per_s"] = {"value": per_step / loop["step_mean_s"], "source": "loop"}
+    elif loop.get("steady_step_mean_s") or loop.get("step_mean_s"):  # the window of the loop's rate
+        out["step_samples_per_s"] = {"value": per_step / (loop.get("steady_step_mean_s") or loop["step_mean_s"]),
+                                     "source": "loop"}
     else:
         out["step_samples_per_s"] = {"value": None, "source": None}
     if loop.get("steps"):

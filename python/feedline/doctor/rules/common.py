@@ -26,6 +26,12 @@ STARTUP_SHARE = 0.10        # start-up above this share of an epoch is worth per
 FL_IDLE = 0.5               # feedline threads idle above this share of their time do not bound the loop
 COPY_ON_READ_BYTES = 64 << 20
 LARGE_BATCH = 64
+HEADROOM = 1.2          # a loader delivering less than this many times the step's demand has no headroom
+PYTHON_BOUND = 0.5      # share of the step outside ops above which, with many ops, it is Python-bound
+MANY_OPS = 100          # top-level ops per step that make a step "many tiny ops"
+TINY_OP = 20e-6         # ... each this short on average (under the profiler): per-op overhead dominates
+DEVICE_IDLE = 0.5       # device busy less than this share of the step, with many kernels: launch-bound
+MANY_KERNELS = 50
 
 
 def fair_share_cores(cores: int, other_cores: float, threads: int) -> float:
@@ -70,6 +76,37 @@ def _starvation(ev: Ev) -> float:
     if loop.get("steady_starvation") is not None:
         return float(loop["steady_starvation"])
     return float(loop.get("starvation") or 0.0)
+
+
+def steady_label(ev: Ev) -> str:
+    """The steady-state window in words: "steady state, steps 4-200"."""
+    w = (ev.get("loop") or {}).get("steady_window")
+    return f"steady state, {w}" if w else "steady state"
+
+
+def whole_label(ev: Ev) -> str:
+    loop = ev.get("loop") or {}
+    return f"whole run, {loop.get('steps', 0)} steps"
+
+
+def rate_window(ev: Ev) -> str:
+    """The window of current_rate(ev), named wherever that rate is shown."""
+    loop = ev.get("loop") or {}
+    return steady_label(ev) if loop.get("steady_samples_per_s") else whole_label(ev)
+
+
+def starvation_window(ev: Ev) -> str:
+    """The window (and clock) of _starvation(ev), named wherever it is shown."""
+    loop = ev.get("loop") or {}
+    dev = loop.get("device")
+    if dev and dev.get("starvation") is not None:
+        return f"device clock, {steady_label(ev)}"
+    return steady_label(ev) if loop.get("steady_starvation") is not None else whole_label(ev)
+
+
+def step_demand(ev: Ev) -> Optional[float]:
+    """Samples/s the step alone consumes (the capacity section's step side)."""
+    return ((ev.get("capacity") or {}).get("step_samples_per_s") or {}).get("value")
 
 
 def current_rate(ev: Ev) -> float:

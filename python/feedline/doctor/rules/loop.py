@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .common import STARVED, Ev, Finding, _finding, _ms, _pct, _starvation, current_rate
+from .common import (
+    HEADROOM,
+    STARVED,
+    Ev,
+    Finding,
+    _finding,
+    _ms,
+    _pct,
+    _starvation,
+    current_rate,
+    starvation_window,
+    step_demand,
+)
 from .torch_loader import TorchModel
 
 
@@ -41,16 +53,49 @@ def _step_bound(ev: Ev) -> Optional[Finding]:
                      f"(threads, no IPC) would shrink it.")
     cap = ev.get("capacity") or {}
     lc = (cap.get("loader_samples_per_s") or {}).get("value")
-    head = f"; the loader can deliver about {lc:.0f} samples/s, {lc / current_rate(ev):.1f}x what the step uses" \
-        if lc and current_rate(ev) else ""
+    src = (cap.get("loader_samples_per_s") or {}).get("source")
+    demand = step_demand(ev) or current_rate(ev)
+    window = starvation_window(ev)
+    if lc and demand and lc < HEADROOM * demand and not receiving:
+        return _no_headroom(ev, starv, lc, src, demand)
+    head = (f"; the loader can deliver about {lc:.0f} samples/s ({src}), {lc / demand:.1f}x what the step uses"
+            if lc and demand else "")
     return _finding(
         "step_bound", "Input is fine: the step is the bottleneck",
-        f"The loop waits for data {_pct(starv)} of the time; the step takes {_ms(loop.get('step_mean_s') or 0)}"
-        f"{head}.{receiving}",
-        "Speed up the step itself (mixed precision, a larger batch per step, torch.compile); changing the loader "
-        "will not help.",
-        {"starvation": starv, "step_s": loop.get("step_mean_s"), "loader_samples_per_s": lc},
+        f"The loop waits for data {_pct(starv)} of the time ({window}); the step takes "
+        f"{_ms(loop.get('steady_step_mean_s') or loop.get('step_mean_s') or 0)}{head}.{receiving}",
+        "Speed up the step itself (mixed precision, a larger batch per step, torch.compile; "
+        "Doctor(profile_steps=5) looks inside it); changing the loader will not help.",
+        {"starvation": starv, "window": window, "step_s": loop.get("step_mean_s"), "loader_samples_per_s": lc},
         current_rate(ev), current_rate(ev), remedy="none", severity="info")
+
+
+def _no_headroom(ev: Ev, starv: float, lc: float, src: Optional[str], demand: float) -> Finding:
+    """The loop is fed today, but the loader only just keeps up: a busier
+    machine, a slower shard or a faster step (the step findings' fixes)
+    starves it. A risk, not "input is fine"."""
+    kind = (ev.get("loader") or {}).get("kind")
+    s = (ev.get("loader") or {}).get("settings") or {}
+    if kind == "torch":
+        from .torch_loader import TorchModel
+        m = TorchModel(ev)
+        k = max(m.n + 1, m.best_workers()) if m.n else m.best_workers()
+        fix = f"DataLoader(..., num_workers={k}) for headroom, before speeding up the step"
+    elif kind == "feedline":
+        fix = ("feedline.Loader(..., num_threads=\"auto\") (one thread per core) for headroom"
+               if s.get("num_threads") != "auto" else "give the loader more cores (cpu_budget) for headroom")
+    else:
+        fix = "make the loader faster (more workers or threads) before speeding up the step"
+    return _finding(
+        "loader_no_headroom", f"No headroom: the loader delivers {lc / demand:.2f}x what the step uses",
+        f"The loop waits for data only {_pct(starv)} of the time ({starvation_window(ev)}), but the loader "
+        f"delivers about {lc:.0f} samples/s ({src}) against the step's {demand:.0f} samples/s: any slowdown of "
+        "the input (a busier machine, slower storage) or speed-up of the step (mixed precision, "
+        "torch.compile) makes the loop wait.",
+        fix + ".",
+        {"loader_samples_per_s": lc, "loader_source": src, "step_samples_per_s": demand,
+         "headroom": lc / demand, "needed": HEADROOM, "starvation": starv},
+        current_rate(ev), current_rate(ev), remedy="risk", severity="medium")
 
 
 def _unexplained(ev: Ev) -> Finding:
@@ -62,7 +107,8 @@ def _unexplained(ev: Ev) -> Finding:
                         severity="info")
     return _finding(
         "unexplained", "Starved, cause not found",
-        f"The loop waits for data {_pct(starv)} of the time, but no per-stage evidence explains it "
+        f"The loop waits for data {_pct(starv)} of the time ({starvation_window(ev)}), but no per-stage "
+        "evidence explains it "
         "(an unknown iterable, or a stage the doctor cannot see).",
         "Run doctor.measure_capacity(loader) to measure the loader alone, or use a torch DataLoader or "
         "feedline.Loader, which the doctor can look inside.",

@@ -26,6 +26,7 @@ from .common import (
     current_rate,
     fair_share_cores,
     other_cores,
+    starvation_window,
 )
 from .registry import model, rule
 
@@ -167,7 +168,7 @@ def _num_workers_zero(ev: Ev, m: TorchModel) -> Optional[Finding]:
     return _finding(
         "num_workers_zero", "num_workers=0: loading runs in the training process",
         f"Every batch is loaded in the training loop's own thread ({_ms(wall)} per batch) and the step waits for it: "
-        f"{_pct(_starvation(ev))} of wall time goes to waiting for data.",
+        f"{_pct(_starvation(ev))} of wall time goes to waiting for data ({starvation_window(ev)}).",
         f"DataLoader(..., num_workers={k}, persistent_workers=True)"
         + (", pin_memory=True" if ev["machine"].get("cuda") and not s.get("pin_memory") else ""),
         {"load_per_batch_s": wall, "step_s": m.step_s, "starvation": _starvation(ev), "recommended_workers": k},
