@@ -31,7 +31,8 @@ sequence is CPU-seconds / sequences (the issue's target: < 5 µs). Time to
 first batch runs from before the loader is made (after imports) to the
 first batch in hand. Peak RSS is VmHWM of each process of the tree, summed
 (file pages of a mapped corpus that were touched count), beside the same
-interpreter with only torch and numpy imported.
+interpreter with only torch and numpy imported; anonymous and file RSS at
+the end of the loop tell the loader's own memory from page-cache pages.
 
     /usr/bin/python3 bench/e2e/tokens_bench.py [--tokens 1000000000] [--repeats 3] [--quick]
 
@@ -60,7 +61,7 @@ PYTHON = sys.executable
 VENV = ROOT / "build" / "venv-litdata"
 VENV_PYTHON = VENV / "bin" / "python"
 REQUIREMENTS = HERE / "requirements-litdata.txt"
-STATUS = ROOT / "build" / "status-litdata.json"
+STATUS = ROOT / "build" / "status-litdata.json"  # --litdata-status
 SEQ_LEN = 2048
 VOCAB = 50257  # GPT-2's, as nanoGPT's OpenWebText train.bin
 
@@ -72,14 +73,16 @@ import json, os, sys, time
 sys.path.insert(0, os.environ["BENCH_ROOT"])
 from bench.common import procfs
 
-def peak_rss_bytes():
-    total = 0
+def memory(keys=("VmHWM", "RssAnon", "RssFile")):
+    # Each key of /proc/PID/status summed over the tree, in bytes.
+    total = dict.fromkeys(keys, 0)
     for pid in procfs.tree_pids(os.getpid()):
         try:
-            with open(f"/proc/{pid}/status") as f:
-                total += next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
-        except (OSError, StopIteration):
-            pass
+            sizes = procfs.status_sizes(pid)
+        except OSError:
+            continue
+        for k in keys:
+            total[k] += sizes.get(k, 0)
     return total
 
 class TreeCpu:
@@ -110,14 +113,15 @@ def measure(make, batches, warmup, seqs_per_batch):
     for _ in range(batches):
         next(it)
     wall, cpu = time.perf_counter() - t0, clock.sample() - cpu0
-    rss = peak_rss_bytes()  # before the loader (and any worker) goes away
-    print(json.dumps({"first_batch_s": first, "wall_s": wall, "cpu_s": cpu, "peak_rss": rss,
+    mem = memory()  # before the loader (and any worker) goes away
+    print(json.dumps({"first_batch_s": first, "wall_s": wall, "cpu_s": cpu, "peak_rss": mem["VmHWM"],
+                      "rss_anon": mem["RssAnon"], "rss_file": mem["RssFile"],
                       "sequences": batches * seqs_per_batch}))
 """
 
 BASELINE = COMMON + """
 import numpy, torch
-print(json.dumps({"peak_rss": peak_rss_bytes()}))
+print(json.dumps({"peak_rss": memory()["VmHWM"]}))
 """
 
 FEEDLINE = COMMON + """
@@ -212,12 +216,13 @@ def pip_error(text):
     return "\n".join(lines[max(0, keep[0] - 2):keep[0] + 38])
 
 
-def setup_litdata(retry_failed, allow_install):
-    """The litdata venv's status: cached per requirements file, failures
-    kept with pip's error (as bench/peers/envs.py keeps them)."""
+def setup_litdata(retry_failed, allow_install, status_path=STATUS):
+    """The litdata venv's status: cached per requirements file in
+    status_path, failures kept with pip's error (as bench/peers/envs.py
+    keeps them)."""
     want = requirements_hash()
     try:
-        st = json.loads(STATUS.read_text())
+        st = json.loads(status_path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         st = None
     if st and st.get("requirements") == want and (st["ok"] or not retry_failed):
@@ -226,17 +231,17 @@ def setup_litdata(retry_failed, allow_install):
         return {"ok": False, "error": f"{VENV} is not set up (a full run of this benchmark makes it)"}
     print(f"[tokens] setting up {VENV} (pip install -r {REQUIREMENTS.relative_to(ROOT)})", flush=True)
     t0 = time.monotonic()
-    STATUS.parent.mkdir(parents=True, exist_ok=True)
+    status_path.parent.mkdir(parents=True, exist_ok=True)
     if not VENV_PYTHON.exists():
         subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", str(VENV)], check=True)
     p = subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-r", str(REQUIREMENTS)], capture_output=True,
                        text=True, env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
-    (STATUS.parent / "pip-litdata.log").write_text(p.stdout + p.stderr)
+    (status_path.parent / "pip-litdata.log").write_text(p.stdout + p.stderr)
     ok = p.returncode == 0
     error = "" if ok else (f"`pip install -r {REQUIREMENTS.relative_to(ROOT)}` exit {p.returncode}:\n" +
                            pip_error(p.stdout + p.stderr))
     st = {"ok": ok, "requirements": want, "seconds": round(time.monotonic() - t0, 1), "error": error}
-    STATUS.write_text(json.dumps(st, indent=1))
+    status_path.write_text(json.dumps(st, indent=1))
     return st
 
 
@@ -290,19 +295,22 @@ def main():
     ap.add_argument("--python-path", default=str(ROOT / "build" / "python"))
     ap.add_argument("--retry-failed", action="store_true", help="set up the litdata venv again after a failure")
     ap.add_argument("--reconvert", action="store_true", help="run litdata's conversion again (and time it)")
+    ap.add_argument("--data-dir", default=str(ROOT / "bench" / "data"))
+    ap.add_argument("--out-dir", default=None, help="where the results go (default bench/results)")
+    ap.add_argument("--litdata-status", default=str(STATUS), help="the litdata venv's set-up status file")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:  # the `make test` smoke: small corpus, one round; uses the litdata venv only if made
         a.tokens, a.batches, a.warmup, a.repeats = 10**7, 30, 3, 1
-    data = ROOT / "bench" / "data"
+    data = pathlib.Path(a.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     flat = data / f"tokens-uint16-{a.tokens}.bin"
     t = time.perf_counter()
     write_tokens(flat, a.tokens)
-    print(f"[tokens] corpus {flat.relative_to(ROOT)}: {a.tokens} tokens ({time.perf_counter() - t:.1f} s)",
+    print(f"[tokens] corpus {flat}: {a.tokens} tokens ({time.perf_counter() - t:.1f} s)",
           flush=True)
 
-    lit = setup_litdata(a.retry_failed, allow_install=not a.quick)
+    lit = setup_litdata(a.retry_failed, allow_install=not a.quick, status_path=pathlib.Path(a.litdata_status))
     conversion = None
     if lit["ok"]:
         conversion = convert_litdata(flat, data / f"tokens-uint16-{a.tokens}-litdata", a.tokens, a.reconvert)
@@ -351,6 +359,8 @@ def main():
             "us_per_sequence": med(lambda x: x["cpu_s"] / x["sequences"] * 1e6),
             "first_batch_s": med(lambda x: x["first_batch_s"]),
             "peak_rss_mib": med(lambda x: x["peak_rss"] / 2**20),
+            "rss_anon_mib": med(lambda x: x["rss_anon"] / 2**20),
+            "rss_file_mib": med(lambda x: x["rss_file"] / 2**20),
         }
 
     def ratio(a_name, b_name, key="tokens_per_cpu_s"):
@@ -370,8 +380,8 @@ def main():
     cores = os.cpu_count()
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
             "tokens": a.tokens, "seq_len": SEQ_LEN, "batch_size": B, "batches": n, "warmup": w,
-            "repeats": a.repeats, "python_path": a.python_path, "litdata": lit, "litdata_conversion": conversion,
-            "baseline_peak_rss_mib": {k: v.get("peak_rss", 0) / 2**20 for k, v in baseline.items()}}
+            "repeats": a.repeats, "litdata_ok": lit["ok"], "kernel": platform.release()}
+    baseline_mib = {k: v.get("peak_rss", 0) / 2**20 for k, v in baseline.items()}
     lines = ["# Token streams: feedline.TokenLoader vs nanoGPT get_batch vs litdata", "",
              f"{meta['date']}, {meta['machine']}, page-cached, a fresh process per figure (imports excluded), "
              f"median of {a.repeats} interleaved rounds.", "",
@@ -379,16 +389,22 @@ def main():
              f"{SEQ_LEN}, batch {B}, shuffled, {n} batches timed after {w}. Per core = per CPU-second of the "
              "process tree.", "",
              "| loader | tokens/s per core | spread | tokens/s (wall) | µs per sequence (CPU) | "
-             "first batch (s) | peak RSS (MiB) |", "|---|---|---|---|---|---|---|"]
+             "first batch (s) | peak RSS (MiB) | at the end: anon / file RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, f in figures.items():
         if "unavailable" in f:
-            lines.append(f"| {name} | unavailable: {f['unavailable'].splitlines()[0][:200]} | | | | | |")
+            lines.append(f"| {name} | unavailable: {f['unavailable'].splitlines()[0][:200]} | | | | | | |")
             continue
         lines.append(f"| {name} | {f['tokens_per_cpu_s'] / 1e6:.1f} M | {f['min'] / 1e6:.1f}-"
                      f"{f['max'] / 1e6:.1f} M | {f['tokens_per_s'] / 1e6:.1f} M | {f['us_per_sequence']:.1f} | "
-                     f"{f['first_batch_s']:.3f} | {f['peak_rss_mib']:.0f} |")
+                     f"{f['first_batch_s']:.3f} | {f['peak_rss_mib']:.0f} | {f['rss_anon_mib']:.0f} / "
+                     f"{f['rss_file_mib']:.0f} |")
     lines += ["", "Peak RSS of the interpreter with only numpy and torch imported: " + ", ".join(
-        f"{k} {v:.0f} MiB" for k, v in meta["baseline_peak_rss_mib"].items()) + "."]
+        f"{k} {v:.0f} MiB" for k, v in baseline_mib.items()) + ". File RSS is page-cache pages of a "
+        "mapped corpus: clean, shared and reclaimable; a mapping kept open (feedline, litdata's chunks) "
+        "accumulates the pages it touched, and on kernels that map whole large folios (6.x) a few thousand "
+        "random windows touch most of a page-cached file. nanoGPT re-opens its memmap every batch, which "
+        "unmaps them."]
     if conversion and "seconds" in conversion:
         lines += ["", f"litdata needs its own format: `litdata.optimize` converted the flat file in "
                   f"{conversion['seconds']:.1f} s ({conversion['tokens_per_s'] / 1e6:.0f} M tokens/s, 2 workers, "
@@ -403,7 +419,9 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     bench_results.write("tokens", {"meta": meta, "runs": runs, "figures": figures, "ratios": ratios,
-                                   "targets": targets, "baseline": baseline}, text, quick=a.quick)
+                                   "targets": targets, "baseline": baseline, "baseline_peak_rss_mib": baseline_mib,
+                                   "litdata": lit, "litdata_conversion": conversion,
+                                   "python_path": a.python_path}, text, out_dir=a.out_dir, quick=a.quick)
 
 
 if __name__ == "__main__":
