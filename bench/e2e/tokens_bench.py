@@ -121,7 +121,8 @@ def measure(make, batches, warmup, seqs_per_batch):
 
 BASELINE = COMMON + """
 import numpy, torch
-print(json.dumps({"peak_rss": memory()["VmHWM"]}))
+mem = memory()
+print(json.dumps({"peak_rss": mem["VmHWM"], "rss_anon": mem["RssAnon"]}))
 """
 
 FEEDLINE = COMMON + """
@@ -382,6 +383,7 @@ def main():
             "tokens": a.tokens, "seq_len": SEQ_LEN, "batch_size": B, "batches": n, "warmup": w,
             "repeats": a.repeats, "litdata_ok": lit["ok"], "kernel": platform.release()}
     baseline_mib = {k: v.get("peak_rss", 0) / 2**20 for k, v in baseline.items()}
+    baseline_anon_mib = {k: v.get("rss_anon", 0) / 2**20 for k, v in baseline.items()}
     lines = ["# Token streams: feedline.TokenLoader vs nanoGPT get_batch vs litdata", "",
              f"{meta['date']}, {meta['machine']}, page-cached, a fresh process per figure (imports excluded), "
              f"median of {a.repeats} interleaved rounds.", "",
@@ -399,8 +401,9 @@ def main():
                      f"{f['max'] / 1e6:.1f} M | {f['tokens_per_s'] / 1e6:.1f} M | {f['us_per_sequence']:.1f} | "
                      f"{f['first_batch_s']:.3f} | {f['peak_rss_mib']:.0f} | {f['rss_anon_mib']:.0f} / "
                      f"{f['rss_file_mib']:.0f} |")
-    lines += ["", "Peak RSS of the interpreter with only numpy and torch imported: " + ", ".join(
-        f"{k} {v:.0f} MiB" for k, v in baseline_mib.items()) + ". File RSS is page-cache pages of a "
+    lines += ["", "The interpreter with only numpy and torch imported: " + ", ".join(
+        f"{k} peak RSS {v:.0f} MiB, anon {baseline_anon_mib[k]:.0f} MiB" for k, v in baseline_mib.items()) +
+        ". File RSS is page-cache pages of a "
         "mapped corpus: clean, shared and reclaimable; a mapping kept open (feedline, litdata's chunks) "
         "accumulates the pages it touched, and on kernels that map whole large folios (6.x) a few thousand "
         "random windows touch most of a page-cached file. nanoGPT re-opens its memmap every batch, which "
@@ -420,6 +423,7 @@ def main():
     print(text)
     bench_results.write("tokens", {"meta": meta, "runs": runs, "figures": figures, "ratios": ratios,
                                    "targets": targets, "baseline": baseline, "baseline_peak_rss_mib": baseline_mib,
+                                   "baseline_rss_anon_mib": baseline_anon_mib,
                                    "litdata": lit, "litdata_conversion": conversion,
                                    "python_path": a.python_path}, text, out_dir=a.out_dir, quick=a.quick)
 
