@@ -7,8 +7,8 @@ chunks so memory stays small; the same tokens converted to litdata's own
 format with `litdata.optimize` (timed, the time kept beside the output);
 litdata 0.2 in build/venv-litdata, a venv of this interpreter with
 --system-site-packages from bench/e2e/requirements-litdata.txt (litdata
-needs torch >= 2.4, so that venv holds the CPU build of torch 2.13 that pip
-finds in the machine's wheel folder; numpy is Debian's). A failed install is
+needs torch >= 2.4, so that venv holds torch 2.13: the CPU build where
+the machine's wheel folder has it; numpy is Debian's). A failed install is
 kept with pip's error and printed as the peer's row; `--retry-failed` tries
 again.
 
