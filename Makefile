@@ -67,6 +67,7 @@ test: build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py --quick >/dev/null
+	$(PYTHON) bench/e2e/tokens_bench.py --quick >/dev/null
 	$(PYTHON) bench/summary.py --quick >/dev/null
 
 # The torch 2.x generation: a venv of the python3 first on PATH (not
@@ -119,6 +120,8 @@ bench: build
 # Start-up against torchvision's scan (issue 15): 200,000 files; STARTUP_FILES=1000000 for the 1M target.
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py \
 	  --files $(STARTUP_FILES) --repeats $(BENCH_REPEATS)
+# Token streams (issue 18): TokenLoader vs nanoGPT get_batch vs litdata (its venv in build/) on 1e9 tokens.
+	$(PYTHON) bench/e2e/tokens_bench.py --repeats $(BENCH_REPEATS)
 # The doctor's predictions and rankings against re-measurement (issue 12: the tests check consistency).
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
 	  $(PYTHON) bench/e2e/doctor_bench.py --repeats $(BENCH_REPEATS)

@@ -1,6 +1,6 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine,peers}.json (or their
+bench/results/{image_pipeline,storage,tuner,engine,peers,tokens}.json (or their
 -quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
@@ -122,6 +122,28 @@ def peers_rows(rows, d):
             f"ahead of {ahead}/{len(ran)} peers that ran; {check}; bench/results/peers.md")
 
 
+def tokens_rows(rows, d):
+    f = d["figures"]
+    ours = f.get("feedline 1 thread", {})
+    if "tokens_per_cpu_s" not in ours:
+        return
+    for peer in ("nanoGPT get_batch", "litdata 0 workers", "litdata 2 workers"):
+        p = f.get(peer, {})
+        if "tokens_per_cpu_s" in p:
+            row(rows, f"tokens/s per core, TokenLoader (1 thread) vs {peer}", ours["tokens_per_cpu_s"] / 1e6,
+                p["tokens_per_cpu_s"] / 1e6, ours["tokens_per_cpu_s"] / p["tokens_per_cpu_s"],
+                f"{ours['min'] / 1e6:.0f}-{ours['max'] / 1e6:.0f}", "M tokens/CPU-s", "seq_len 2048")
+        else:
+            row(rows, f"tokens/s per core, TokenLoader vs {peer}", ours["tokens_per_cpu_s"] / 1e6, None, None, "",
+                "M tokens/CPU-s", "peer unavailable: " + p.get("unavailable", "not run").splitlines()[0][:120])
+    row(rows, "TokenLoader CPU per 2048-token sequence (1 thread)", ours["us_per_sequence"], None, None, "", "us",
+        "target < 5")
+    nano = f.get("nanoGPT get_batch", {})
+    if "first_batch_s" in nano:
+        row(rows, "TokenLoader time to first batch vs nanoGPT get_batch", ours["first_batch_s"],
+            nano["first_batch_s"], None, "", "s", f"{d['meta']['tokens']:.0e} tokens")
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -136,7 +158,8 @@ def main():
     a = ap.parse_args()
     rows, meta = [], {}
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
-                     ("engine", engine_rows), ("peers", peers_rows)):
+                     ("engine", engine_rows), ("peers", peers_rows),
+                     ("tokens", tokens_rows)):
         d = load(name, a.quick)
         if d is None:
             continue

@@ -98,6 +98,12 @@ def _kib_fields(path: str) -> Dict[str, int]:
     return out
 
 
+def status_sizes(pid: int) -> Dict[str, int]:
+    """The sizes in /proc/PID/status as {field: bytes} (VmRSS, VmHWM, the
+    peak, RssAnon, RssFile, ...). Raises OSError where the process is gone."""
+    return _kib_fields(f"/proc/{pid}/status")
+
+
 def smaps_rollup(pid: int) -> Dict[str, int]:
     """/proc/PID/smaps_rollup as {field: bytes} (Rss, Pss, Shared_Clean,
     ...). Raises OSError where the process is gone or the kernel (< 4.14) or

@@ -163,3 +163,11 @@ def test_bench_scripts_import_the_shared_helpers():
         text = (ROOT / script).read_text()
         assert "from bench.common" in text, script
         assert "def tree_pids" not in text and "def pss_bytes" not in text, script
+
+
+def test_status_sizes_hold_the_peak_and_the_split_of_rss():
+    s = procfs.status_sizes(os.getpid())
+    assert s["VmHWM"] >= s["VmRSS"] > 0
+    assert s["RssAnon"] + s["RssFile"] <= s["VmRSS"]
+    with pytest.raises(OSError):
+        procfs.status_sizes(2**22 + 1)  # above pid_max's largest value: never a process
