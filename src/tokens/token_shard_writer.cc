@@ -25,7 +25,7 @@ namespace feedline {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 using core::detail::PutFixed64;
 using tokens::detail::MaskTokenCrc;
 
