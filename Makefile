@@ -185,7 +185,7 @@ lint-cc: deps
 FUZZ_SECONDS ?= 30
 BUILD_FUZZ := build-fuzz
 FUZZERS := sampler_state_fuzzer image_decode_fuzzer shard_reader_fuzzer manifest_fuzzer tar_dataset_fuzzer png_decode_fuzzer \
-  megatron_index_fuzzer field_parts_fuzzer
+  megatron_index_fuzzer field_parts_fuzzer token_shard_fuzzer
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address \
 	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)

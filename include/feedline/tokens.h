@@ -5,7 +5,10 @@
 //   - flat token files (nanoGPT's train.bin): raw little-endian uint16 or
 //     uint32 ids, no header; one document unless an eos token splits it;
 //   - Megatron-LM indexed datasets: `prefix.bin` (the ids) + `prefix.idx`
-//     (the MMIDIDX index: dtype, sequence lengths and pointers, documents).
+//     (the MMIDIDX index: dtype, sequence lengths and pointers, documents);
+//   - feedline token shards (docs/token_shards.md): a directory of
+//     checksummed shards (ids, document index, block checksums) and a
+//     manifest.json, written by TokenShardWriter (`feedline pack-text`).
 // Every file is mapped read-only (mmap): windows are read at random offsets,
 // whole, so the page cache is the buffer and nothing is copied twice.
 //
@@ -43,15 +46,15 @@ FEEDLINE_EXPORT Result<TokenDType> ParseTokenDType(std::string_view name);
 // One token file (flat) or dataset (Megatron), mapped for its lifetime.
 class FEEDLINE_EXPORT TokenSource {
  public:
-  enum class Kind { kFlat, kMegatron };
+  enum class Kind { kFlat, kMegatron, kTokenShards };
 
   virtual ~TokenSource() = default;
   virtual Kind kind() const = 0;
-  // The file holding the ids (the .bin).
+  // The file holding the ids (the .bin); for token shards the manifest.
   virtual const std::string& path() const = 0;
   virtual TokenDType dtype() const = 0;
   virtual uint64_t num_tokens() const = 0;
-  // Documents in the source. Megatron: from the index (O(1)); a flat file:
+  // Documents in the source. Megatron, token shards: from the index (O(1)); a flat file:
   // 1, or with an eos token, 1 + the eos tokens before the last token
   // (a scan of the file, O(tokens)).
   virtual uint64_t CountDocuments() const = 0;
@@ -61,7 +64,10 @@ class FEEDLINE_EXPORT TokenSource {
   virtual void DocumentStarts(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const = 0;
   // Tokens [begin, end) widened to int64 into out[0, end - begin).
   // OutOfRange past num_tokens(); DataLoss for a negative id (signed
-  // dtypes), naming the file and the token offset.
+  // dtypes), naming the file and the token offset. Token shards also
+  // check each checksum block the first time a read touches it and every
+  // id against the vocabulary size: DataLoss naming the shard, the block
+  // or token, and the values.
   virtual Status Read(uint64_t begin, uint64_t end, int64_t* out) const = 0;
   // Digest of what the source is (kind, file name, dtype, sizes, and for
   // Megatron the whole index), for resume states.
@@ -95,11 +101,64 @@ FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(
 FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenMegatronDataset(
     const std::string& prefix);
 
-// The one rule for what a path names: a Megatron prefix when `path.idx`
-// exists (or `path` ends in .bin and the .idx beside it exists), else a
-// flat token file.
+// Opens a feedline token-shard dataset: `path` is its directory (holding
+// manifest.json) or the manifest file itself. Checked at open, before any
+// token is read (docs/token_shards.md, "What a reader checks"): the
+// manifest's format, version, dtype, counts and tokenizer vocab_size; for
+// every shard it lists, the file's size, every header field (magic,
+// version, flags, dtype, block size, counts, vocab size, reserved, header
+// CRC), the padding, the document index (its CRC, 0 first, strictly
+// increasing, N last) and the block checksum table's CRC, and that the
+// header agrees with the manifest entry (tokens, documents, dtype, vocab
+// size, header CRC). Errors name the file, the field and the value:
+// DataLoss for a corrupt shard or manifest, NotFound for a missing one.
+FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenTokenShards(const std::string& path);
+
+// The one rule for what a path names, tried in this order:
+//   1. a directory, or a regular file whose name ends in `.json`: token
+//      shards (the directory's manifest.json, or that file);
+//   2. a Megatron prefix when `path.idx` exists (or `path` ends in .bin and
+//      the .idx beside it exists);
+//   3. else a flat token file.
 FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenTokenSource(
     const std::string& path, const TokenSourceOptions& options);
+
+// Writes a token-shard dataset into a directory, crash-safe: each shard is
+// written to `NAME.partial`, fsynced and renamed when full; manifest.json
+// is written last the same way, so a directory without one is unfinished.
+// Thread-compatible: one thread at a time (pack-text's writer thread).
+struct FEEDLINE_EXPORT TokenShardWriterOptions {
+  // Every id must be < vocab_size (>= 1). The dtype is uint16 when
+  // vocab_size <= 65536, else uint32.
+  uint64_t vocab_size = 0;
+  // A shard is closed after the first document that brings it to this many
+  // tokens (documents never span shards).
+  uint64_t shard_tokens = uint64_t{1} << 28;
+  // JSON objects stored verbatim as the manifest's "tokenizer" (vocab_size
+  // is added) and "source" fields. InvalidArgument if not objects.
+  std::string tokenizer_json = "{}";
+  std::string source_json = "{}";
+};
+
+class FEEDLINE_EXPORT TokenShardWriter {
+ public:
+  // Creates `dir` if needed. AlreadyExists when it holds a manifest.json
+  // (a finished dataset is never overwritten); shard and .partial files
+  // of an unfinished earlier run there are replaced.
+  static Result<std::unique_ptr<TokenShardWriter>> Create(const std::string& dir,
+                                                          const TokenShardWriterOptions& options);
+  virtual ~TokenShardWriter() = default;
+  // Appends one document (n >= 1 ids). InvalidArgument naming the document
+  // number for an empty one or an id outside [0, vocab_size); I/O errors
+  // name the file.
+  virtual Status AddDocument(const int64_t* ids, uint64_t n) = 0;
+  // Closes the last shard and writes the manifest. FailedPrecondition for
+  // no documents, or when called twice.
+  virtual Status Finish() = 0;
+  virtual uint64_t num_tokens() const = 0;
+  virtual uint64_t num_documents() const = 0;
+  virtual TokenDType dtype() const = 0;
+};
 
 // Sources concatenated in order; each source starts a document.
 class FEEDLINE_EXPORT TokenCorpus {

@@ -28,10 +28,11 @@ from .tokens import TokenLoader
 
 if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for first use (__getattr__)
     from . import doctor as doctor
+    from .pack_text import pack_text as pack_text
 
-__all__ = ["Loader", "RecordLoader", "TokenLoader", "Batch", "transforms", "doctor", "Error", "ResourceError",
-           "CancelledError", "InvalidArgumentError", "OutOfRangeError", "NotFoundError", "TimeoutError",
-           "UnsupportedTransformError"]
+__all__ = ["Loader", "RecordLoader", "TokenLoader", "pack_text", "Batch", "transforms", "doctor", "Error",
+           "ResourceError", "CancelledError", "InvalidArgumentError", "OutOfRangeError", "NotFoundError",
+           "TimeoutError", "UnsupportedTransformError"]
 
 
 def __getattr__(name: str) -> "_typing.Any":
@@ -40,8 +41,13 @@ def __getattr__(name: str) -> "_typing.Any":
     if name == "doctor":
         import importlib
         return importlib.import_module(".doctor", __name__)
+    # feedline.pack_text likewise (its module is callable: feedline.pack_text(...) packs),
+    # so that `python -m feedline.pack_text` finds it not yet imported.
+    if name == "pack_text":
+        import importlib
+        return importlib.import_module(".pack_text", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> "_typing.List[str]":
-    return sorted(set(globals()) | {"doctor"})
+    return sorted(set(globals()) | {"doctor", "pack_text"})

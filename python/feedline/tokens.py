@@ -46,7 +46,9 @@ class TokenLoader(Loader):
     Args:
         sources: a flat token file (nanoGPT's train.bin: raw ids, no header)
             or a Megatron-LM indexed dataset (its prefix, or the prefix's
-            .bin, with the .idx beside it); or a list of them, concatenated
+            .bin, with the .idx beside it) or a feedline token-shard
+            dataset (its directory or manifest.json: docs/token_shards.md,
+            written by feedline.pack_text); or a list of them, concatenated
             in order (each starts a document).
         seq_len: tokens per training sequence. Window i holds tokens
             [i * seq_len, i * seq_len + seq_len + 1) of the concatenation, so

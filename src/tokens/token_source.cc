@@ -1,5 +1,5 @@
-// Token dtypes, the flat (nanoGPT) reader and the one rule that tells a flat
-// file from a Megatron prefix.
+// Token dtypes, the flat (nanoGPT) reader and the one rule that tells token
+// shards, a Megatron prefix and a flat file apart.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -192,6 +192,10 @@ Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(const std::string& 
 
 Result<std::shared_ptr<const TokenSource>> OpenTokenSource(const std::string& path,
                                                            const TokenSourceOptions& options) {
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if ((exists && S_ISDIR(st.st_mode)) || (exists && S_ISREG(st.st_mode) && path.ends_with(".json")))
+    return OpenTokenShards(path);
   if (IsRegularFile(path + ".idx")) return OpenMegatronDataset(path);
   constexpr std::string_view kBin = ".bin";
   if (path.size() > kBin.size() && path.ends_with(kBin)) {

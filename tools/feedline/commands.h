@@ -28,6 +28,7 @@ const Usage& BenchReadUsage();
 const Usage& VerifyUsage();
 const Usage& InspectUsage();
 const Usage& DoctorUsage();
+const Usage& PackTextUsage();
 
 int RunDemo(const std::vector<std::string>& args);
 int RunImage(const std::vector<std::string>& args);
@@ -38,6 +39,7 @@ int RunBenchRead(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 int RunDoctor(const std::vector<std::string>& args);
+int RunPackText(const std::vector<std::string>& args);
 
 }  // namespace feedline::cli
 

@@ -16,6 +16,7 @@ const std::vector<Command>& Commands() {
       {GenDatasetUsage, RunGenDataset},
       {BenchPipelineUsage, RunBenchPipeline},
       {PackUsage, RunPack},
+      {PackTextUsage, RunPackText},
       {VerifyUsage, RunVerify},
       {InspectUsage, RunInspect},
       {BenchReadUsage, RunBenchRead},

@@ -1,0 +1,288 @@
+"""feedline.pack_text: JSONL or Parquet text into feedline token shards (docs/token_shards.md).
+
+Tokenises with the Hugging Face ``tokenizers`` library on threads, appends an
+end-of-document token to every document and writes the shards through the
+C++ TokenShardWriter (checksums, .partial names, fsync, rename, manifest
+last). Documents are written in input order whatever the thread count, so
+the output bytes are the same at 1 or 64 threads.
+
+Tokenising lives in Python because the tokenizers library is a Rust crate
+with Python bindings and no C API packaged in Debian; the format, its
+checksums and its crash safety stay in C++ (one writer, one reader).
+
+    python -m feedline.pack_text IN OUT --tokenizer tokenizer.json [--field text] [--eos-token ID|NAME]
+    feedline pack-text IN OUT --tokenizer tokenizer.json ...
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import sys
+import time
+import types
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+# The names an end-of-document token usually has, tried in this order.
+USUAL_EOS_TOKENS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class BadRecord(ValueError):
+    """A JSONL line or Parquet row that holds no text: names file, line (or row) and reason."""
+
+    def __init__(self, path: str, unit: str, number: int, reason: str) -> None:
+        super().__init__(f"{path}: {unit} {number}: {reason}")
+        self.path, self.unit, self.number, self.reason = path, unit, number, reason
+
+
+def _jsonl_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                yield BadRecord(path, "line", number, "empty line")
+                continue
+            try:
+                obj = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as e:
+                yield BadRecord(path, "line", number, f"not JSON ({e})")
+                continue
+            if not isinstance(obj, dict):
+                yield BadRecord(path, "line", number, f"not a JSON object ({type(obj).__name__})")
+            elif field not in obj:
+                yield BadRecord(path, "line", number, f"no field {field!r}")
+            elif not isinstance(obj[field], str):
+                yield BadRecord(path, "line", number, f"field {field!r} is {type(obj[field]).__name__}, not a string")
+            else:
+                yield obj[field]
+
+
+def _parquet_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError as e:
+        raise RuntimeError(f"{path}: reading Parquet needs pyarrow: pip install pyarrow ({e})") from None
+    f = pq.ParquetFile(path)
+    if field not in f.schema_arrow.names:
+        raise ValueError(f"{path}: no column {field!r} (columns: {', '.join(f.schema_arrow.names)})")
+    row = 0
+    for batch in f.iter_batches(columns=[field], batch_size=4096):
+        for value in batch.column(0).to_pylist():
+            row += 1
+            if not isinstance(value, str):
+                kind = "null" if value is None else type(value).__name__
+                yield BadRecord(path, "row", row, f"column {field!r} is {kind}, not a string")
+            else:
+                yield value
+
+
+def read_texts(path: str, field: str = "text") -> Iterator[Union[str, BadRecord]]:
+    """The documents of a JSONL (one JSON object per line) or Parquet file, in order; a
+    record without text is yielded as a BadRecord in its place."""
+    if path.endswith(".parquet") or path.endswith(".pq"):
+        return _parquet_texts(path, field)
+    return _jsonl_texts(path, field)
+
+
+def resolve_eos(tokenizer: Any, eos_token: Union[int, str, None]) -> Tuple[int, Optional[str]]:
+    """The end-of-document id and its text: an id, a token name, or (None) the first of
+    USUAL_EOS_TOKENS the tokenizer knows."""
+    if eos_token is None:
+        for name in USUAL_EOS_TOKENS:
+            i = tokenizer.token_to_id(name)
+            if i is not None:
+                return int(i), name
+        raise ValueError("the tokenizer has none of the usual end-of-document tokens "
+                         f"({', '.join(USUAL_EOS_TOKENS)}): pass --eos-token ID or NAME")
+    if isinstance(eos_token, int) or (isinstance(eos_token, str) and eos_token.isdigit()):
+        i = int(eos_token)
+        vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+        if not 0 <= i < vocab:
+            raise ValueError(f"--eos-token {i} is outside the vocabulary [0, {vocab})")
+        return i, tokenizer.id_to_token(i)
+    found = tokenizer.token_to_id(eos_token)
+    if found is None:
+        raise ValueError(f"--eos-token {eos_token!r} is not a token of the tokenizer")
+    return int(found), eos_token
+
+
+def _chunks(texts: Iterator[Union[str, BadRecord]], size: int, skip_bad: bool,
+            skipped: List[BadRecord]) -> Iterator[List[str]]:
+    chunk: List[str] = []
+    for t in texts:
+        if isinstance(t, BadRecord):
+            if not skip_bad:
+                raise t
+            skipped.append(t)
+            continue
+        chunk.append(t)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def pack_text(input: PathLike, output: PathLike, tokenizer: PathLike, field: str = "text",
+              eos_token: Union[int, str, None] = None, num_threads: Optional[int] = None,
+              shard_tokens: int = 1 << 28, batch_documents: int = 256, skip_bad: bool = False,
+              progress: bool = True) -> Dict[str, Any]:
+    """Tokenises every document of ``input`` (JSONL, or Parquet by its .parquet suffix) with
+    the tokenizer.json at ``tokenizer``, appends the end-of-document token and writes feedline
+    token shards into the directory ``output`` (refused if it already holds a manifest).
+
+    A record that is not JSON, not an object, lacks ``field`` or holds no string raises
+    BadRecord naming the file, line (row) and reason; with ``skip_bad`` it is skipped,
+    counted and reported on stderr. Returns the manifest written, plus ``num_skipped`` and
+    ``skipped`` (the first 100 bad records, as messages)."""
+    try:
+        import tokenizers  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as e:
+        raise RuntimeError(f"pack_text needs the Hugging Face tokenizers library: pip install tokenizers ({e})") \
+            from None
+    from . import _C
+
+    src, out, tok_path = os.fspath(input), os.fspath(output), os.fspath(tokenizer)
+    threads = int(num_threads) if num_threads else (os.cpu_count() or 1)
+    if threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    # Our threads are the parallelism; the library's own pool would oversubscribe them
+    # (it reads the variable on every batch).
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with open(tok_path, "rb") as f:
+        tok_bytes = f.read()
+    tok = tokenizers.Tokenizer.from_str(tok_bytes.decode("utf-8"))
+    eos_id, eos_text = resolve_eos(tok, eos_token)
+    vocab_size = max(tok.get_vocab_size(with_added_tokens=True), eos_id + 1)
+    texts = read_texts(src, field)  # opens the file now: a missing one fails before OUT is made
+    tokenizer_info = {"file": os.path.basename(tok_path), "sha256": hashlib.sha256(tok_bytes).hexdigest(),
+                      "eos_token": eos_id, "eos_token_text": eos_text, "add_special_tokens": False}
+    skipped: List[BadRecord] = []
+    source_info: Dict[str, Any] = {"file": os.path.basename(src), "field": field}
+
+    import numpy as np
+
+    def encode(chunk: Sequence[str]) -> Tuple[Any, Any, int]:
+        encs = tok.encode_batch(list(chunk), add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) + 1 for e in encs), dtype=np.int64, count=len(encs))
+        ids = np.empty(int(lengths.sum()), dtype=np.int64)
+        at = 0
+        for e in encs:
+            n = len(e.ids)
+            ids[at:at + n] = e.ids
+            ids[at + n] = eos_id
+            at += n + 1
+        return ids, lengths, sum(len(t.encode("utf-8")) for t in chunk)
+
+    # The writer is created after the first chunk is read, so that an input that fails at
+    # once (bad first line, no such column) leaves no directory behind.
+    writer: Optional[Any] = None
+    start = time.monotonic()
+    last_report = start
+    text_bytes = 0
+
+    def report(final: bool = False) -> None:
+        if not progress or writer is None:
+            return
+        secs = max(time.monotonic() - start, 1e-9)
+        print(f"pack-text: {writer.num_documents} documents, {writer.num_tokens} tokens, "
+              f"{text_bytes / 1e6:.1f} MB text, {text_bytes / 1e6 / secs:.1f} MB/s"
+              + (f", {len(skipped)} bad records skipped" if skipped else "") + ("\n" if final else ""),
+              end="\r" if not final else "", file=sys.stderr, flush=True)
+
+    def write(result: Tuple[Any, Any, int]) -> None:
+        nonlocal writer, text_bytes, last_report
+        if writer is None:
+            writer = _C.TokenShardWriter(os.fsencode(out), vocab_size, int(shard_tokens),
+                                         json.dumps(tokenizer_info), json.dumps(source_info))
+        ids, lengths, nbytes = result
+        writer.add_documents(ids, lengths)
+        text_bytes += nbytes
+        now = time.monotonic()
+        if now - last_report >= 1.0:
+            last_report = now
+            report()
+
+    chunks = _chunks(texts, max(1, int(batch_documents)), skip_bad, skipped)
+    if threads == 1:
+        for chunk in chunks:
+            write(encode(chunk))
+    else:
+        # In order: futures are consumed in submission order, at most 2 per thread in flight.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+            pending: List[concurrent.futures.Future[Tuple[Any, Any, int]]] = []
+            for chunk in chunks:
+                pending.append(pool.submit(encode, chunk))
+                if len(pending) >= 2 * threads:
+                    write(pending.pop(0).result())
+            for fut in pending:
+                write(fut.result())
+    if writer is None:
+        raise ValueError(f"{src}: no documents" + (f" ({len(skipped)} bad records skipped)" if skipped else ""))
+    writer.finish()
+    report(final=True)
+    if skipped:
+        first = skipped[0]
+        print(f"pack-text: skipped {len(skipped)} bad records (first: {first})", file=sys.stderr)
+    with open(os.path.join(out, "manifest.json"), encoding="utf-8") as mf:
+        manifest: Dict[str, Any] = json.load(mf)
+    manifest["skipped"] = [str(b) for b in skipped[:100]]
+    manifest["num_skipped"] = len(skipped)
+    return manifest
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="feedline pack-text", allow_abbrev=False,
+        description="Tokenise JSONL or Parquet text into feedline token shards (docs/token_shards.md): "
+                    "one document per line (row), the end-of-document token appended, written in input "
+                    "order (identical output for any thread count), crash-safe (manifest last).")
+    p.add_argument("input", help="a .jsonl file (one JSON object per line) or a .parquet file")
+    p.add_argument("output", help="the dataset directory to write (must not hold a manifest.json)")
+    p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
+    p.add_argument("--field", default="text", help="the JSON field or Parquet column holding the text (text)")
+    p.add_argument("--eos-token", default=None,
+                   help="end-of-document token, an id or a name (default: the first of "
+                        f"{', '.join(USUAL_EOS_TOKENS)} the tokenizer has)")
+    p.add_argument("--threads", type=int, default=0, help="tokenising threads (0 = all cores)")
+    p.add_argument("--shard-tokens", type=int, default=1 << 28, help="tokens per shard (2^28)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip records that are not JSON or lack the field, count and report them")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = list(sys.argv[1:] if argv is None else argv)
+    # An unknown option is the error to report, before any missing argument.
+    known = {o for action in p._actions for o in action.option_strings}
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("-") and arg != "-" and arg.split("=", 1)[0] not in known:
+            p.error(f"unrecognized arguments: {arg}")
+    a = p.parse_args(args)
+    try:
+        m = pack_text(a.input, a.output, a.tokenizer, field=a.field, eos_token=a.eos_token,
+                      num_threads=a.threads or None, shard_tokens=a.shard_tokens, skip_bad=a.skip_bad,
+                      progress=not a.quiet)
+    except (BadRecord, ValueError, RuntimeError, OSError) as e:
+        print(f"feedline pack-text: error: {e}", file=sys.stderr)
+        return 1
+    print(f"{a.output}: {m['documents']} documents, {m['tokens']} tokens ({m['dtype']}) "
+          f"in {len(m['shards'])} shards")
+    return 0
+
+
+class _CallableModule(types.ModuleType):
+    """``feedline.pack_text(...)`` calls the function whether that name is bound to it or,
+    after ``import feedline.pack_text``, to this module."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        return pack_text(*args, **kwargs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+else:
+    sys.modules[__name__].__class__ = _CallableModule
