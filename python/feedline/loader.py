@@ -3,14 +3,25 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, SupportsIndex, Tuple,
-                    TypeVar, Union)
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    NoReturn,
+    Optional,
+    SupportsIndex,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import numpy as np
 import torch
 
-from . import _C
-from . import _fields
+from . import _C, _fields
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
@@ -465,7 +476,7 @@ class RecordLoader(Loader):
         self.max_record_bytes = max_record_bytes
 
     # Yields triples where Loader yields pairs: not a drop-in Loader for iteration.
-    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         for batch in self.batches():
             triple = batch.fields["bytes"], batch.fields["length"], batch.fields["label"]
             del batch

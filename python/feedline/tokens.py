@@ -109,7 +109,7 @@ class TokenLoader(Loader):
         """Tokens after the last whole window: never a label."""
         return _C.token_window_tail_tokens(self._corpus.num_tokens, self.seq_len)
 
-    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
         for batch in self.batches():
             out = dict(batch.fields)
             del batch  # a suspended generator frame must not pin a buffer

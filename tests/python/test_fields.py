@@ -9,10 +9,10 @@ import tarfile
 import numpy as np
 import pytest
 import torch
+import torchvision.transforms as T
 from PIL import Image
 
 import feedline
-import torchvision.transforms as T
 from feedline.transforms import from_torchvision
 
 PHOTOS = pathlib.Path(__file__).resolve().parents[1] / "data" / "photos"
