@@ -1,7 +1,7 @@
 // Opening any supported data source by path: a dataset packed by `feedline
 // pack` (a directory with manifest.json, or its http(s):// URL), WebDataset
 // tar shards (a .tar file or a directory holding only .tar files), or an
-// ImageFolder tree.
+// ImageFolder tree, or a CSV/JSON Lines list (a .csv or .jsonl file).
 #ifndef FEEDLINE_SOURCE_H_
 #define FEEDLINE_SOURCE_H_
 
@@ -19,7 +19,7 @@
 namespace feedline {
 
 struct FEEDLINE_EXPORT Source {
-  enum class Kind { kShards, kTar, kImageFolder };
+  enum class Kind { kShards, kTar, kImageFolder, kList };
   Kind kind = Kind::kImageFolder;
   std::shared_ptr<const SampleOp> read_op;  // fills bytes, label, location
   uint64_t num_samples = 0;
@@ -27,7 +27,7 @@ struct FEEDLINE_EXPORT Source {
   std::shared_ptr<const ImageFolder> folder;  // the listing, for kImageFolder only
 };
 
-FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder"
+FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder", "list"
 
 struct FEEDLINE_EXPORT SourceOptions {
   HttpOptions http;
@@ -42,12 +42,16 @@ struct FEEDLINE_EXPORT SourceOptions {
   // member. Image folders always name their file's part by its extension;
   // packed shards hold one image and a label per record.
   bool parts = false;
+  // CSV/JSONL lists with parts: the columns that hold file paths
+  // (list_dataset.h). Without parts a list is path,label[,key].
+  std::vector<std::string> list_file_columns;
 };
 
 // Which kind of source `path` is, by the one rule every caller uses (the
 // Python face and the doctor ask this too): an http(s) URL or a directory
 // with manifest.json is packed shards; a .tar file, or a directory holding
-// .tar files and no sub-directories, is WebDataset tars; anything else is an
+// .tar files and no sub-directories, is WebDataset tars; a .csv or .jsonl
+// file is a list; anything else is an
 // ImageFolder tree (so a folder with both .tar files and class folders is a
 // folder). Looks at names only; opening the source reports what is wrong.
 FEEDLINE_EXPORT Source::Kind DetectSourceKind(const std::string& path);

@@ -392,6 +392,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("read_ahead_bytes", &SourceOptions::read_ahead_bytes)
       .def_readwrite("read_ahead_threads", &SourceOptions::read_ahead_threads)
       .def_readwrite("parts", &SourceOptions::parts)
+      .def_readwrite("list_file_columns", &SourceOptions::list_file_columns)
       .def_property(
           "skip_hidden_dirs", [](const SourceOptions& o) { return o.folder.skip_hidden_dirs; },
           [](SourceOptions& o, bool v) { o.folder.skip_hidden_dirs = v; });

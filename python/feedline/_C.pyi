@@ -72,6 +72,7 @@ class SourceOptions:
     read_ahead_threads: int
     skip_hidden_dirs: bool
     parts: bool
+    list_file_columns: List[str]
     def __init__(self) -> None: ...
 
 class LoaderOptions:

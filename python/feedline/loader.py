@@ -254,6 +254,9 @@ class Loader:
         spec = _C.SampleSpec()
         if self.fields is not None:
             src.parts = True
+            # In a CSV/JSONL list, these fields' columns hold file paths.
+            src.list_file_columns = sorted({p for f in self.fields if f.kind in ("image", "ndarray", "bytes")
+                                            for p in f.parts})
             spec.output = _C.SampleSpec.Output.FIELDS
             spec.fields = _fields.requests(self.fields, field_transforms)
         elif _raw_max_bytes > 0:

@@ -5,6 +5,7 @@
 #include "feedline/dataset.h"
 #include "feedline/file.h"
 #include "feedline/image_folder.h"
+#include "feedline/list_dataset.h"
 #include "feedline/webdataset.h"
 
 namespace feedline {
@@ -14,6 +15,7 @@ const char* SourceKindName(Source::Kind kind) {
     case Source::Kind::kShards: return "shards";
     case Source::Kind::kTar: return "tar";
     case Source::Kind::kImageFolder: return "folder";
+    case Source::Kind::kList: return "list";
   }
   return "?";
 }
@@ -22,7 +24,9 @@ Source::Kind DetectSourceKind(const std::string& path) {
   namespace fs = std::filesystem;
   if (IsUrl(path))
     return Source::Kind::kShards;  // remote data: a packed dataset served over HTTP(S)
-  if (fs::path(path).extension() == ".tar") return Source::Kind::kTar;
+  const fs::path ext = fs::path(path).extension();
+  if (ext == ".tar") return Source::Kind::kTar;
+  if (ext == ".csv" || ext == ".jsonl") return Source::Kind::kList;
   std::error_code ec;
   if (!fs::is_directory(path, ec))
     return Source::Kind::kImageFolder;  // opening it names the problem
@@ -65,6 +69,14 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     s.kind = Source::Kind::kTar;
     s.num_samples = ds->num_samples();
     s.read_op = options.parts ? MakeTarPartsReadOp(std::move(ds)) : MakeTarReadOp(std::move(ds));
+  } else if (kind == Source::Kind::kList) {
+    ListOptions lo;
+    lo.file_columns = options.list_file_columns;
+    lo.path_label = !options.parts;
+    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ListDataset> ds, ListDataset::Open(path, lo));
+    s.kind = Source::Kind::kList;
+    s.num_samples = ds->num_rows();
+    s.read_op = MakeListReadOp(std::move(ds), options.parts);
   } else if (kind == Source::Kind::kShards) {
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds, ShardDataset::Open(path));
     s.kind = Source::Kind::kShards;

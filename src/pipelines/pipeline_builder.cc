@@ -56,7 +56,8 @@ Result<Pipeline> FieldsPipeline(const Source& source, const std::vector<FieldReq
   if (fields.empty())
     return InvalidArgumentError("BuildPipeline: kFields needs at least one field");
   // Folders and packed shards give one image and a label per sample.
-  const bool one_image = source.kind != Source::Kind::kTar;
+  const bool one_image =
+      source.kind == Source::Kind::kImageFolder || source.kind == Source::Kind::kShards;
   Pipeline p;
   p.num_samples = source.num_samples;
   p.ops.push_back(source.read_op);

@@ -211,3 +211,88 @@ def test_without_fields_the_pairs_are_unchanged(wds):
     (images, labels), *_ = list(feedline.Loader(d, batch_size=10, transform=T.Compose([T.Resize(16), T.CenterCrop(16),
                                                                                         T.PILToTensor()])))
     assert labels.tolist() == [int(s[1]["cls"]) for s in samples]
+
+
+# -- CSV / JSON Lines lists -----------------------------------------------------
+
+def _list_files(tmp_path, n=5):
+    (tmp_path / "img").mkdir()
+    rows = []
+    for i in range(n):
+        (tmp_path / "img" / f"{i}.jpg").write_bytes(_photo_jpeg(i))
+        np.save(tmp_path / "img" / f"{i}.npy", np.full((2, 2), i, np.int16))
+        rows.append({"path": f"img/{i}.jpg", "label": i % 3, "caption": f'a "quoted", caption\nline {i}',
+                     "meta": {"i": i, "tags": ["x"] * i}, "depth": f"img/{i}.npy"})
+    return rows
+
+
+LIST_FIELDS = {"image": "image:path", "label": "label:label", "caption": "text:caption", "meta": "json:meta",
+               "depth": "ndarray:depth"}
+
+
+def _check_list_batches(loader, tmp_path, rows):
+    tf = T.Compose([T.Resize(24), T.CenterCrop(24), T.PILToTensor()])
+    got = []
+    for batch in loader:
+        for k in range(len(batch["caption"])):
+            got.append((batch["image"][k].clone(), int(batch["label"][k]), batch["caption"][k], batch["meta"][k],
+                        batch["depth"][k].clone()))
+    assert len(got) == len(rows)
+    for (image, label, caption, meta, depth), row in zip(got, rows):
+        data = (tmp_path / row["path"]).read_bytes()
+        expect = np.frombuffer(feedline._C.transform_image(data, from_torchvision(tf)), np.uint8).reshape(3, 24, 24)
+        assert torch.equal(image, torch.from_numpy(expect.copy()))
+        assert (label, caption, meta) == (row["label"], row["caption"], row["meta"])
+        assert torch.equal(depth, torch.from_numpy(np.load(tmp_path / row["depth"])))
+
+
+def test_a_jsonl_list_with_every_kind(tmp_path):
+    rows = _list_files(tmp_path)
+    with open(tmp_path / "train.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+        f.write("\n")  # blank lines are allowed
+    tf = T.Compose([T.Resize(24), T.CenterCrop(24), T.PILToTensor()])
+    loader = feedline.Loader(tmp_path / "train.jsonl", batch_size=2, fields=LIST_FIELDS, transform=tf,
+                             num_threads=2)
+    _check_list_batches(loader, tmp_path, rows)
+
+
+def test_a_csv_list_with_quotes_commas_and_newlines(tmp_path):
+    import csv
+    rows = _list_files(tmp_path)
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["path", "label", "caption", "meta", "depth"])
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "meta": json.dumps(r["meta"])})
+    tf = T.Compose([T.Resize(24), T.CenterCrop(24), T.PILToTensor()])
+    loader = feedline.Loader(tmp_path / "train.csv", batch_size=3, fields=LIST_FIELDS, transform=tf)
+    _check_list_batches(loader, tmp_path, rows)
+
+
+def test_a_path_label_list_works_without_fields(tmp_path):
+    rows = _list_files(tmp_path, 4)
+    (tmp_path / "l.csv").write_text("path,label\n" + "".join(f"{r['path']},{r['label']}\n" for r in rows))
+    tf = T.Compose([T.Resize(16), T.CenterCrop(16), T.PILToTensor()])
+    ((images, labels),) = list(feedline.Loader(tmp_path / "l.csv", batch_size=4, transform=tf))
+    assert labels.tolist() == [r["label"] for r in rows] and images.shape == (4, 3, 16, 16)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("path,label\na.jpg,1,extra\n", r"line 2: more cells than the header's 2"),
+    ("path,label\n\"a.jpg,1\n", r"line 2: a quoted cell is never closed"),
+    ("path,label\na.jpg,seven\n", r"line 2: label 'seven' is not an integer"),
+    ("name,label\na.jpg,1\n", r"has no \"path\" column \(its columns: 'name', 'label'\)"),
+])
+def test_malformed_lists_name_the_line(tmp_path, text, reason):
+    (tmp_path / "bad.csv").write_text(text)
+    with pytest.raises(ValueError, match=r"bad\.csv.*" + reason):
+        feedline.Loader(tmp_path / "bad.csv", batch_size=1)
+
+
+def test_a_missing_file_names_the_column_the_file_and_the_row(tmp_path):
+    (tmp_path / "l.jsonl").write_text(json.dumps({"path": "nope.jpg", "caption": "x", "key": "row-0"}) + "\n")
+    loader = feedline.Loader(tmp_path / "l.jsonl", batch_size=1, fields={"image": "image:path", "c": "text:caption"})
+    with pytest.raises(feedline.Error, match=r"l\.jsonl.*key 'row-0'.*column 'path'.*nope\.jpg"):
+        list(loader)
