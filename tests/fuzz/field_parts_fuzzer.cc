@@ -1,15 +1,22 @@
 // Fuzzes the checks of the field ops (src/pipelines/field_ops.cc,
 // src/pipelines/npy.cc) over arbitrary part bytes: the .npy header parser
 // (magic, version, header length, descr, fortran_order, shape, size), the
-// label, UTF-8 and JSON checks. The first input byte picks the field kind;
-// the rest is the part. An accepted .npy must be self-consistent (its data
-// offset plus its data bytes is the part's size); every refusal says why.
+// label, UTF-8 and JSON checks, and the CSV / JSON Lines list parser
+// (src/io/list_dataset.cc). The first input byte picks the case; the rest
+// is the part (or the list file). An accepted .npy must be self-consistent
+// (its data offset plus its data bytes is the part's size); an accepted
+// list has rows of the header's width; every refusal says why.
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "feedline/list_dataset.h"
 #include "feedline/loader.h"
 #include "feedline/pipeline_builder.h"
 #include "src/pipelines/npy.h"
@@ -51,12 +58,38 @@ void RunFieldOp(feedline::FieldRequest::Kind kind, std::span<const uint8_t> part
   }
 }
 
+void ParseList(std::span<const uint8_t> text, bool jsonl) {
+  static const std::string path = (std::filesystem::temp_directory_path() /
+                                   ("field_parts_fuzzer_" + std::to_string(::getpid())))
+                                      .string();
+  const std::string file = path + (jsonl ? ".jsonl" : ".csv");
+  FILE* f = std::fopen(file.c_str(), "wb");
+  if (f == nullptr) std::abort();
+  if (!text.empty() && std::fwrite(text.data(), 1, text.size(), f) != text.size()) std::abort();
+  std::fclose(f);
+  feedline::ListOptions o;
+  o.file_columns = {"path"};
+  auto ds = feedline::ListDataset::Open(file, o);
+  if (ds.ok()) {
+    const auto& d = **ds;
+    if (d.num_rows() == 0 || d.columns().empty()) std::abort();
+    for (uint64_t r = 0; r < d.num_rows(); ++r) {
+      for (size_t c = 0; c < d.columns().size(); ++c) {
+        if (!d.Has(r, c) && !d.Value(r, c).empty()) std::abort();
+      }
+      if (r > 0 && d.line(r) <= d.line(r - 1)) std::abort();
+    }
+  } else if (ds.status().message().empty()) {
+    std::abort();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> part(data + 1, size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 6) {
     case 0: {
       auto h = feedline::pipelines::ParseNpy(part);
       if (h.ok()) {
@@ -69,7 +102,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 1: RunFieldOp(feedline::FieldRequest::Kind::kLabel, part); break;
     case 2: RunFieldOp(feedline::FieldRequest::Kind::kText, part); break;
-    default: RunFieldOp(feedline::FieldRequest::Kind::kJson, part); break;
+    case 3: RunFieldOp(feedline::FieldRequest::Kind::kJson, part); break;
+    case 4: ParseList(part, /*jsonl=*/false); break;
+    default: ParseList(part, /*jsonl=*/true); break;
   }
   return 0;
 }
