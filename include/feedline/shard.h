@@ -22,29 +22,45 @@
 
 #include "feedline/export.h"
 #include "feedline/file.h"
+#include "feedline/shard_format.h"
 #include "feedline/status.h"
 
 namespace feedline {
+
+// A named field of a version-2 record ("jpg", "txt", "json", ...).
+struct FEEDLINE_EXPORT ShardField {
+  std::string_view name;  // 1 to 255 bytes
+  std::span<const uint8_t> data;
+};
 
 // One record's fields, as written or as read (views into caller storage).
 struct FEEDLINE_EXPORT ShardRecord {
   int64_t label = -1;
   std::string_view key;
   std::string_view metadata;  // a JSON object or empty
+  // Version 1: the record's bytes. Version 2, as read: the first field's
+  // bytes (empty without fields); written: must be empty.
   std::span<const uint8_t> data;
+  // Version 2: the record's named fields, in order (names unique). Empty
+  // for version 1.
+  std::vector<ShardField> fields;
 };
 
 class FEEDLINE_EXPORT ShardWriter {
  public:
-  // Creates `<path>.partial` (truncating a leftover one). Errors name the file.
-  static Result<std::unique_ptr<ShardWriter>> Create(const std::string& path);
+  // Creates `<path>.partial` (truncating a leftover one) for a shard of
+  // format `version` (shard::kShardVersion1 or 2). Errors name the file.
+  static Result<std::unique_ptr<ShardWriter>> Create(const std::string& path,
+                                                     uint32_t version = shard::kShardVersion1);
   // Removes the partial file unless Finish() succeeded.
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // Appends a record. Errors: InvalidArgument for a record over the format's
-  // limits; Unavailable/ResourceExhausted for write failures (ENOSPC names
+  // limits, a version-1 record with fields, a version-2 record with data
+  // (its bytes go in fields) or with a field name empty, over 255 bytes or
+  // repeated; Unavailable/ResourceExhausted for write failures (ENOSPC names
   // the file and says the disk is full).
   Status Add(const ShardRecord& record);
 
@@ -52,13 +68,14 @@ class FEEDLINE_EXPORT ShardWriter {
   Status Finish();
 
   uint64_t num_records() const { return offsets_.size(); }
+  uint32_t version() const { return version_; }
   uint64_t bytes() const { return offset_; }
   const std::string& path() const { return path_; }
   // CRC32C of every byte of the file (complete after Finish), for manifests.
   uint32_t file_crc32c() const { return file_crc_; }
 
  private:
-  ShardWriter(std::string path, int fd);
+  ShardWriter(std::string path, int fd, uint32_t version);
   Status Write(const void* data, size_t n);
   Status Flush();
 
@@ -66,6 +83,7 @@ class FEEDLINE_EXPORT ShardWriter {
   std::string partial_;
   int fd_ = -1;
   bool finished_ = false;
+  uint32_t version_ = shard::kShardVersion1;
   uint64_t offset_ = 0;
   std::vector<uint64_t> offsets_;
   std::vector<uint8_t> buffer_;
@@ -90,6 +108,7 @@ class FEEDLINE_EXPORT ShardReader {
   Status Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord* out) const;
 
   uint64_t num_records() const { return offsets_.size(); }
+  uint32_t version() const { return version_; }
   uint64_t file_size() const { return file_size_; }
   uint64_t record_offset(uint64_t i) const { return offsets_[i]; }
   // Bytes Read(i) reads (record header and payload), from the index.
@@ -110,6 +129,7 @@ class FEEDLINE_EXPORT ShardReader {
   std::string path_;
   uint64_t file_size_;
   uint64_t index_offset_ = 0;
+  uint32_t version_ = shard::kShardVersion1;
   std::vector<uint64_t> offsets_;
 };
 

@@ -11,16 +11,25 @@ namespace feedline::shard {
 inline constexpr char kHeaderMagic[8] = {'F', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
 inline constexpr char kFooterMagic[8] = {'F', 'L', 'S', 'H', 'E', 'N', 'D', '\0'};
 inline constexpr char kRecordMagic[4] = {'F', 'L', 'R', 'C'};
-inline constexpr uint32_t kShardVersion = 1;
+// Version 1: one data blob per record. Version 2: named fields per record
+// (samples with several fields, docs/fields.md). Readers read both; writers
+// write 1 unless asked for 2.
+inline constexpr uint32_t kShardVersion1 = 1;
+inline constexpr uint32_t kShardVersion2 = 2;
+inline constexpr uint32_t kShardVersion = kShardVersion1;  // what writers write by default
+inline constexpr uint32_t kMaxShardVersion = kShardVersion2;
 
 inline constexpr size_t kHeaderSize = 24;
 inline constexpr size_t kRecordHeaderSize = 24;
-inline constexpr size_t kPayloadFixedSize = 20;  // label, key length, metadata length, data length
+// label, key length, metadata length, then data length (v1) or field count (v2)
+inline constexpr size_t kPayloadFixedSize = 20;
+inline constexpr size_t kFieldEntrySize = 8;  // v2: name length, data length
 inline constexpr size_t kIndexEntrySize = 8;
 inline constexpr size_t kFooterSize = 40;
 
 // Limits a reader enforces (and a writer refuses to exceed).
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 31;
+inline constexpr uint32_t kMaxFieldNameBytes = 255;  // v2
 
 // leveldb/TFRecord CRC masking: a CRC stored inside checksummed data does not
 // weaken the outer checksum.

@@ -176,6 +176,12 @@ class ShardReadOp final : public SampleOp {
             f->data_size = rec.data.size();
             f->label = rec.label;
             f->key = std::string(rec.key);
+            f->parts.clear();
+            for (const ShardField& field : rec.fields) {
+              f->parts.push_back({std::string(field.name),
+                                  static_cast<size_t>(field.data.data() - f->buffer.data()),
+                                  field.data.size()});
+            }
             return Status::OK();
           },
           [d](uint64_t id) { return d->RecordBytes(id); }, ra.max_bytes, ra.threads);
@@ -209,18 +215,28 @@ class ShardReadOp final : public SampleOp {
       s.scratch().swap(f.buffer);  // the read-ahead buffer becomes the sample's: no copy
       s.location().key = std::move(f.key);
       s.label = f.label;
-      s.set_data(std::span<const uint8_t>(s.scratch().data() + f.data_offset, f.data_size));
+      const std::span<const uint8_t> buf(s.scratch());
+      s.set_data(buf.subspan(f.data_offset, f.data_size));
+      for (const io::Fetched::Part& p : f.parts) s.AddPart(p.name, buf.subspan(p.offset, p.size));
       return Status::OK();
     }
-    ShardRecord rec;
+    ShardRecord& rec = Record();
     FEEDLINE_RETURN_IF_ERROR(r.Read(local, &s.scratch(), &rec));
     s.location().key = std::string(rec.key);
     s.label = rec.label;
     s.set_data(rec.data);  // views the scratch buffer the payload was read into
+    // Version-2 records: every named field is a part (docs/fields.md).
+    for (const ShardField& field : rec.fields) s.AddPart(field.name, field.data);
     return Status::OK();
   }
 
  private:
+  // A record per worker thread, so its fields vector keeps its capacity.
+  static ShardRecord& Record() {
+    thread_local ShardRecord rec;
+    return rec;
+  }
+
   std::shared_ptr<const ShardDataset> ds_;
   std::unique_ptr<io::ReadAhead> read_ahead_;
 };

@@ -32,6 +32,12 @@ struct Fetched {
   size_t data_size = 0;
   int64_t label = -1;
   std::string key;
+  // Named parts (version-2 shard records): name, offset in `buffer`, size.
+  struct Part {
+    std::string name;
+    size_t offset = 0, size = 0;
+  };
+  std::vector<Part> parts;
 };
 
 class ReadAhead final : public BackgroundWork {

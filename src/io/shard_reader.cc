@@ -77,11 +77,12 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
     return InvalidArgumentError("'" + path + "' is not a feedline shard (bad header magic)");
   }
   const uint32_t version = DecodeFixed32(h + 8);
-  if (version != shard::kShardVersion) {
+  if (version < shard::kShardVersion1 || version > shard::kMaxShardVersion) {
     return InvalidArgumentError("shard '" + path + "' has format version " +
-                                std::to_string(version) + "; this build reads version " +
-                                std::to_string(shard::kShardVersion));
+                                std::to_string(version) + "; this build reads versions 1 to " +
+                                std::to_string(shard::kMaxShardVersion));
   }
+  r->version_ = version;
   if (UnmaskCrc(DecodeFixed32(h + 20)) != core::Crc32c(h, 20))
     return bad("header checksum mismatch");
   if (DecodeFixed32(h + 12) != 0) return bad("unknown header flags");
@@ -93,8 +94,7 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
   }
   if (UnmaskCrc(DecodeFixed32(f + 24)) != core::Crc32c(f, 24))
     return bad("footer checksum mismatch");
-  if (DecodeFixed32(f + 20) != shard::kShardVersion)
-    return bad("footer version disagrees with header");
+  if (DecodeFixed32(f + 20) != version) return bad("footer version disagrees with header");
   const uint64_t index_offset = Fixed64(f), count = Fixed64(f + 8);
   // Bound the count by the bytes actually present before trusting it.
   const uint64_t room = size - shard::kFooterSize;
@@ -185,15 +185,59 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
   }
   const uint8_t* p = scratch->data() + shard::kRecordHeaderSize;
   const uint64_t k = DecodeFixed32(p + 8), m = DecodeFixed32(p + 12), d = DecodeFixed32(p + 16);
-  if (shard::kPayloadFixedSize + k + m + d != payload) {
-    return RecordError(i, "field lengths (" + std::to_string(k) + " + " + std::to_string(m) +
-                              " + " + std::to_string(d) + ") disagree with the record length");
+  out->fields.clear();
+  if (version_ == shard::kShardVersion1) {
+    if (shard::kPayloadFixedSize + k + m + d != payload) {
+      return RecordError(i, "field lengths (" + std::to_string(k) + " + " + std::to_string(m) +
+                                " + " + std::to_string(d) + ") disagree with the record length");
+    }
+    out->data = std::span<const uint8_t>(p + shard::kPayloadFixedSize + k + m, d);
+  } else {
+    // d is the field count; each entry is bounded by the payload before use.
+    if (shard::kPayloadFixedSize + k + m > payload) {
+      return RecordError(i, "key and metadata lengths (" + std::to_string(k) + " + " +
+                                std::to_string(m) + ") run past the record length");
+    }
+    uint64_t pos = shard::kPayloadFixedSize + k + m;
+    if (d > (payload - pos) / shard::kFieldEntrySize) {
+      return RecordError(i, "field count " + std::to_string(d) + " cannot fit in the record");
+    }
+    out->fields.reserve(d);
+    for (uint64_t f = 0; f < d; ++f) {
+      if (payload - pos < shard::kFieldEntrySize) {
+        return RecordError(i, "field " + std::to_string(f) + " runs past the record");
+      }
+      const uint64_t name_len = DecodeFixed32(p + pos), data_len = DecodeFixed32(p + pos + 4);
+      pos += shard::kFieldEntrySize;
+      if (name_len == 0 || name_len > shard::kMaxFieldNameBytes) {
+        return RecordError(i, "field " + std::to_string(f) + " name length " +
+                                  std::to_string(name_len) + " (1 to 255)");
+      }
+      if (name_len + data_len > payload - pos) {
+        return RecordError(i, "field " + std::to_string(f) + " (" + std::to_string(name_len) +
+                                  " + " + std::to_string(data_len) +
+                                  " bytes) runs past the record");
+      }
+      ShardField field;
+      field.name = std::string_view(reinterpret_cast<const char*>(p + pos), name_len);
+      field.data = std::span<const uint8_t>(p + pos + name_len, data_len);
+      for (const ShardField& earlier : out->fields) {
+        if (earlier.name == field.name) {
+          return RecordError(i, "two fields named '" + std::string(field.name) + "'");
+        }
+      }
+      out->fields.push_back(field);
+      pos += name_len + data_len;
+    }
+    if (pos != payload) {
+      return RecordError(i, std::to_string(payload - pos) + " bytes after the last field");
+    }
+    out->data = out->fields.empty() ? std::span<const uint8_t>() : out->fields.front().data;
   }
   out->label = static_cast<int64_t>(Fixed64(p));
-  const auto* fields = reinterpret_cast<const char*>(p + shard::kPayloadFixedSize);
-  out->key = std::string_view(fields, k);
-  out->metadata = std::string_view(fields + k, m);
-  out->data = std::span<const uint8_t>(p + shard::kPayloadFixedSize + k + m, d);
+  const auto* text = reinterpret_cast<const char*>(p + shard::kPayloadFixedSize);
+  out->key = std::string_view(text, k);
+  out->metadata = std::string_view(text + k, m);
   return Status::OK();
 }
 

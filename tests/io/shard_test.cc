@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "feedline/shard_format.h"
@@ -303,13 +304,140 @@ TEST_F(ShardTest, ForeignFilesAndUnknownVersionsAreNamed) {
   Result<std::unique_ptr<ShardReader>> foreign = ShardReader::Open(Put("x.png", png));
   EXPECT_EQ(foreign.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(foreign.status().message().find("not a feedline shard"), std::string::npos);
-  std::vector<char> v2 = Bytes(Write("g.fls", MakeRecords(2, 10)));
-  PutU32(v2, 8, 2);
-  Reseal(v2, 0, 20);
-  Result<std::unique_ptr<ShardReader>> r = ShardReader::Open(Put("v2.fls", v2));
-  EXPECT_NE(r.status().message().find("format version 2; this build reads version 1"),
+  std::vector<char> v3 = Bytes(Write("g.fls", MakeRecords(2, 10)));
+  PutU32(v3, 8, 3);
+  Reseal(v3, 0, 20);
+  Result<std::unique_ptr<ShardReader>> r = ShardReader::Open(Put("v3.fls", v3));
+  EXPECT_NE(r.status().message().find("format version 3; this build reads versions 1 to 2"),
             std::string::npos)
       << r.status();
+  // A version-1 shard relabelled 2 in its header alone: the footer disagrees.
+  std::vector<char> relabelled = Bytes(Write("h.fls", MakeRecords(2, 10)));
+  PutU32(relabelled, 8, 2);
+  Reseal(relabelled, 0, 20);
+  r = ShardReader::Open(Put("h2.fls", relabelled));
+  EXPECT_NE(r.status().message().find("footer version disagrees"), std::string::npos) << r.status();
+}
+
+// Version 2: records of named fields (docs/shard_format.md).
+std::string WriteV2(const fs::path& dir, const std::string& name,
+                    const std::vector<std::vector<std::pair<std::string, std::string>>>& records) {
+  const std::string path = (dir / name).string();
+  auto w = ShardWriter::Create(path, shard::kShardVersion2);
+  EXPECT_TRUE(w.ok()) << w.status();
+  for (size_t i = 0; i < records.size(); ++i) {
+    ShardRecord rec;
+    rec.label = static_cast<int64_t>(i);
+    const std::string key = "k" + std::to_string(i);
+    rec.key = key;
+    for (const auto& [n, d] : records[i]) {
+      rec.fields.push_back({n, {reinterpret_cast<const uint8_t*>(d.data()), d.size()}});
+    }
+    const Status st = (*w)->Add(rec);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  EXPECT_TRUE((*w)->Finish().ok());
+  return path;
+}
+
+std::vector<std::vector<std::pair<std::string, std::string>>> FieldRecords() {
+  return {{{"jpg", std::string(300, 'j')}, {"cls", "3"}, {"txt", "a caption"}},
+          {},  // a record with no fields
+          {{"json", "{\"a\": 1}"}, {"npy", std::string(17, '\0')}},
+          {{"seg.png", ""}}};
+}
+
+TEST_F(ShardTest, Version2RoundTripsNamedFields) {
+  const auto records = FieldRecords();
+  auto r = ShardReader::Open(WriteV2(dir_, "f.fls", records));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->version(), shard::kShardVersion2);
+  for (uint64_t i : {3, 0, 2, 1}) {
+    std::vector<uint8_t> scratch;
+    ShardRecord got;
+    ASSERT_TRUE((*r)->Read(i, &scratch, &got).ok());
+    EXPECT_EQ(got.label, static_cast<int64_t>(i));
+    EXPECT_EQ(got.key, "k" + std::to_string(i));
+    ASSERT_EQ(got.fields.size(), records[i].size());
+    for (size_t f = 0; f < got.fields.size(); ++f) {
+      EXPECT_EQ(got.fields[f].name, records[i][f].first);
+      EXPECT_EQ(std::string(got.fields[f].data.begin(), got.fields[f].data.end()),
+                records[i][f].second);
+    }
+    // data() is the first field's bytes.
+    EXPECT_EQ(got.data.size(), records[i].empty() ? 0u : records[i][0].second.size());
+  }
+}
+
+TEST_F(ShardTest, WritersRefuseRecordsTheirVersionCannotHold) {
+  const std::string text = "x";
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), 1);
+  auto v1 = ShardWriter::Create((dir_ / "v1.fls").string());
+  ShardRecord with_fields;
+  with_fields.key = "a";
+  with_fields.fields = {{"txt", bytes}};
+  EXPECT_NE((*v1)->Add(with_fields).message().find("need a version 2 shard"), std::string::npos);
+  auto v2 = ShardWriter::Create((dir_ / "v2.fls").string(), shard::kShardVersion2);
+  ShardRecord with_data;
+  with_data.key = "b";
+  with_data.data = bytes;
+  EXPECT_NE((*v2)->Add(with_data).message().find("carries its bytes in named fields"),
+            std::string::npos);
+  ShardRecord twice;
+  twice.key = "c";
+  twice.fields = {{"txt", bytes}, {"txt", bytes}};
+  EXPECT_NE((*v2)->Add(twice).message().find("two fields named 'txt'"), std::string::npos);
+  ShardRecord unnamed;
+  unnamed.key = "d";
+  unnamed.fields = {{"", bytes}};
+  EXPECT_FALSE((*v2)->Add(unnamed).ok());
+  EXPECT_EQ(ShardWriter::Create((dir_ / "v9.fls").string(), 9).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// Every bit flip in a version-2 record is caught at that record, and lying
+// field lengths under a valid checksum are refused, naming the record.
+TEST_F(ShardTest, Version2FieldsThatLieAreRefused) {
+  const auto records = FieldRecords();
+  const std::vector<char> full = Bytes(WriteV2(dir_, "g.fls", records));
+  auto clean = ShardReader::Open(Put("clean.fls", full));
+  ASSERT_TRUE(clean.ok());
+  const uint64_t index_offset =
+      full.size() - shard::kFooterSize - records.size() * shard::kIndexEntrySize;
+  for (size_t byte = shard::kHeaderSize; byte < index_offset; ++byte) {
+    std::vector<char> bad = full;
+    bad[byte] = static_cast<char>(bad[byte] ^ 0x5A);
+    auto r = ShardReader::Open(Put("flip.fls", bad));
+    ASSERT_TRUE(r.ok()) << r.status();
+    uint64_t hit = 0;
+    while (hit + 1 < records.size() && (*clean)->record_offset(hit + 1) <= byte) ++hit;
+    std::vector<uint8_t> scratch;
+    ShardRecord rec;
+    const Status st = (*r)->Read(hit, &scratch, &rec);
+    ASSERT_EQ(st.code(), StatusCode::kDataLoss) << "byte " << byte;
+  }
+  // Record 0's first field claims more bytes than the record has, resealed.
+  const size_t rec0 = (*clean)->record_offset(0);
+  const size_t payload = rec0 + shard::kRecordHeaderSize;
+  const size_t first_field = payload + shard::kPayloadFixedSize + 2;  // key "k0", no metadata
+  for (const auto& [at, value, reason] : std::vector<std::tuple<size_t, uint32_t, std::string>>{
+           {first_field + 4, 1000000, "field 0 (3 + 1000000 bytes) runs past the record"},
+           {first_field, 0, "field 0 name length 0"},
+           {payload + 16, 999999, "field count 999999 cannot fit"}}) {
+    std::vector<char> bad = full;
+    PutU32(bad, at, value);
+    const uint32_t p = static_cast<uint32_t>((*clean)->record_extent(0) - shard::kRecordHeaderSize);
+    PutU32(bad, rec0 + 16, shard::MaskCrc(core::Crc32c(bad.data() + payload, p)));
+    Reseal(bad, rec0, 20);
+    auto r = ShardReader::Open(Put("lie.fls", bad));
+    ASSERT_TRUE(r.ok());
+    std::vector<uint8_t> scratch;
+    ShardRecord rec;
+    const Status st = (*r)->Read(0, &scratch, &rec);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+    EXPECT_NE(st.message().find(reason), std::string::npos) << st;
+    EXPECT_NE(st.message().find("record 0"), std::string::npos) << st;
+  }
 }
 
 // docs/reliability.md 29 (in part): a write failure names the file, and nothing

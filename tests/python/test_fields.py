@@ -296,3 +296,69 @@ def test_a_missing_file_names_the_column_the_file_and_the_row(tmp_path):
     loader = feedline.Loader(tmp_path / "l.jsonl", batch_size=1, fields={"image": "image:path", "c": "text:caption"})
     with pytest.raises(feedline.Error, match=r"l\.jsonl.*key 'row-0'.*column 'path'.*nope\.jpg"):
         list(loader)
+
+
+# -- packed shards, format 2 ----------------------------------------------------
+
+def _pack(src, out, *extra):
+    import os
+    import subprocess
+    r = subprocess.run([os.environ["FEEDLINE_BIN"], "pack", str(src), str(out), *extra], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def _epoch(loader):
+    out = []
+    for b in loader:
+        out.append({k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in b.items()})
+    return out
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for k in x:
+            if isinstance(x[k], torch.Tensor):
+                assert torch.equal(x[k], y[k]), k
+            else:
+                assert x[k] == y[k], k
+
+
+def test_tars_pack_into_named_fields_and_load_the_same(wds, tmp_path):
+    import feedline._C as C
+    d, samples = wds
+    _pack(d, tmp_path / "packed", "--shard-bytes", "20000")
+    manifest = json.loads((tmp_path / "packed" / "manifest.json").read_text())
+    assert manifest["records"] == len(samples) and len(manifest["shards"]) > 1
+    assert C.source_kind(str(tmp_path / "packed").encode()) == "shards"
+    tf = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
+    kw = dict(batch_size=4, fields=FIELDS, transform=tf, shuffle=True, seed=3, num_threads=2)
+    _same(_epoch(feedline.Loader(d, **kw)), _epoch(feedline.Loader(tmp_path / "packed", **kw)))
+    # Without fields a version-2 shard still gives (image, label): its first field and its cls.
+    ((images, labels),) = list(feedline.Loader(tmp_path / "packed", batch_size=10, transform=T.Compose(
+        [T.Resize(16), T.CenterCrop(16), T.PILToTensor()])))
+    assert labels.tolist() == [int(s[1]["cls"]) for s in samples]
+
+
+def test_a_list_packs_with_its_file_columns(tmp_path):
+    rows = _list_files(tmp_path)
+    with open(tmp_path / "train.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    _pack(tmp_path / "train.jsonl", tmp_path / "packed", "--file-columns", "path,depth")
+    tf = T.Compose([T.Resize(24), T.CenterCrop(24), T.PILToTensor()])
+    kw = dict(batch_size=2, fields=LIST_FIELDS, transform=tf)
+    _same(_epoch(feedline.Loader(tmp_path / "train.jsonl", **kw)), _epoch(feedline.Loader(tmp_path / "packed", **kw)))
+
+
+def test_packing_a_list_names_a_missing_file_column(tmp_path):
+    import os
+    import subprocess
+    rows = _list_files(tmp_path, 2)
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = subprocess.run([os.environ["FEEDLINE_BIN"], "pack", str(tmp_path / "l.jsonl"), str(tmp_path / "o"),
+                        "--file-columns", "path,nope"], capture_output=True, text=True)
+    assert r.returncode != 0 and "the list has no column 'nope'" in r.stderr

@@ -4,7 +4,9 @@
 //
 // SRC is an ImageFolder tree (class sub-folders give labels, listed exactly as
 // torchvision's ImageFolder lists them; --skip-hidden-dirs leaves out
-// directories named .*) or a list file:
+// directories named .*), WebDataset tars (every member of a key becomes a
+// named field of a version-2 record, docs/fields.md), a list with
+// --file-columns (every column a named field) or a list file:
 // .csv (path,label[,key]; a header line starting with "path" is skipped) or
 // .jsonl ({"path": ..., "label": ..., "key": ...} per line); relative paths
 // are relative to the list's folder. Output is deterministic for the same
@@ -23,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -40,7 +43,12 @@
 #include "feedline/dataset.h"
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
+#include "feedline/list_dataset.h"
+#include "feedline/pipeline_builder.h"
 #include "feedline/shard.h"
+#include "feedline/shard_format.h"
+#include "feedline/source.h"
+#include "feedline/webdataset.h"
 #include "tools/feedline/commands.h"
 #include "tools/feedline/files.h"
 #include "tools/feedline/flags.h"
@@ -61,7 +69,38 @@ struct Entry {
   int64_t label = -1;
   std::string key;
   uint64_t bytes = 0;
+  // A version-2 record (named fields): sample `index` of the tars or row
+  // `index` of the list; `path` is then only for messages.
+  enum class Kind { kFile, kTarSample, kListRow } kind = Kind::kFile;
+  uint64_t index = 0;
 };
+
+// Where version-2 records come from (docs/fields.md): WebDataset tars, each
+// member of a key a field, or a list, each column a field (file columns read).
+struct FieldSource {
+  std::shared_ptr<const TarDataset> tars;
+  std::shared_ptr<const ListDataset> list;
+};
+
+// The label of a version-2 record: its "cls" (tars) or "label" (lists) part
+// when it holds an integer; -1 when there is none. Not an integer: an error
+// naming the record (the loader would refuse it as a label field too).
+Status RecordLabel(const Sample& s, std::string_view part, const std::string& where, int64_t* out) {
+  *out = -1;
+  const Sample::Part* p = s.FindPart(part);
+  if (p == nullptr) return Status::OK();
+  std::string text(reinterpret_cast<const char*>(p->data.data()), p->data.size());
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r'))
+    text.pop_back();
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    return InvalidArgumentError(where + ": '" + std::string(part) + "' does not hold an integer (" +
+                                std::to_string(p->data.size()) + " bytes)");
+  }
+  return Status::OK();
+}
 
 Result<std::vector<Entry>> ReadList(const fs::path& list) {
   FEEDLINE_RETURN_IF_ERROR(RequireRegularFile(list).WithContext("list file"));
@@ -133,9 +172,10 @@ struct Options {
   uint32_t threads = 0;
   bool overwrite = false, resume = false;
   uint32_t part = 0, parts = 1;
-  uint32_t restart_interval = 0;  // MCUs; 0 = leave JPEGs as they are
-  uint32_t max_side = 0;          // 0 = keep the resolution
-  uint32_t quality = 90;          // JPEG quality of resized images
+  uint32_t restart_interval = 0;          // MCUs; 0 = leave JPEGs as they are
+  uint32_t max_side = 0;                  // 0 = keep the resolution
+  uint32_t quality = 90;                  // JPEG quality of resized images
+  std::vector<std::string> file_columns;  // lists packed as version 2: the columns of paths
 };
 
 // What --max-side and --restart-interval did, for the summary line.
@@ -197,6 +237,35 @@ void PrepareRecord(const std::string& path, const Options& o, std::vector<uint8_
       counts->Keep(path, st);
     }
   }
+}
+
+// One version-2 record: the sample's parts become named fields; image
+// parts get --max-side / --restart-interval as files do.
+Status AddFieldsRecord(const Entry& e, const FieldSource& src, const Options& o, PackCounts* counts,
+                       std::vector<std::vector<uint8_t>>& prepared, ShardWriter* w) {
+  Sample sample;  // fresh: parts accumulate on a sample outside the engine
+  Status st = e.kind == Entry::Kind::kTarSample ? src.tars->ReadParts(e.index, sample)
+                                                : src.list->ReadParts(e.index, sample);
+  if (!st.ok()) return st.WithContext(e.path + " '" + e.key + "'");
+  ShardRecord rec;
+  rec.key = e.key;
+  FEEDLINE_RETURN_IF_ERROR(RecordLabel(sample, e.kind == Entry::Kind::kTarSample ? "cls" : "label",
+                                       e.path + " '" + e.key + "'", &rec.label));
+  const std::span<const Sample::Part> parts = sample.parts();
+  prepared.resize(parts.size());
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::span<const uint8_t> data = parts[k].data;
+    if ((o.max_side > 0 || o.restart_interval > 0) &&
+        KindOfPart(parts[k].name) == FieldRequest::Kind::kImage) {
+      prepared[k].assign(data.begin(), data.end());
+      PrepareRecord(e.path + " '" + e.key + "." + parts[k].name + "'", o, &prepared[k], counts);
+      data = prepared[k];
+    }
+    rec.fields.push_back({parts[k].name, data});
+  }
+  // The parts view the sample's scratch, which the next record reuses: the
+  // writer copies them into its buffer before returning.
+  return w->Add(rec);
 }
 
 // The manifest's optional "pack" field: how the records were prepared.
@@ -374,8 +443,9 @@ const Usage& PackUsage() {
       "the manifest are written to .partial names, fsynced and renamed: a crash never leaves a\n"
       "dataset that looks complete.",
       {{"SRC",
-        "an ImageFolder tree (class sub-folders give labels), or a list file: .csv\n"
-        "(path,label[,key]) or .jsonl ({\"path\", \"label\", \"key\"} per line)"},
+        "an ImageFolder tree (class sub-folders give labels), a list file: .csv\n"
+        "(path,label[,key]) or .jsonl ({\"path\", \"label\", \"key\"} per line), or WebDataset\n"
+        "tars (a .tar or a folder of them: every member of a key a named field, shard format 2)"},
        {"OUT", "the output folder (created; must be empty unless --overwrite or --resume)"}},
       {{"shard-bytes", "N", std::to_string(Options{}.shard_bytes),
         "cut a shard after N bytes of input data"},
@@ -393,7 +463,10 @@ const Usage& PackUsage() {
         "MCU rows), so crops decode only the intervals they cover"},
        {"max-side", "N", "0, off",
         "resize images whose longer side is over N to N (bicubic, antialiased)"},
-       {"quality", "Q", "90", "JPEG quality of the images --max-side resizes"}},
+       {"quality", "Q", "90", "JPEG quality of the images --max-side resizes"},
+       {"file-columns", "C1,C2", "none",
+        "pack a .csv/.jsonl list as records with named fields (shard format 2): every column\n"
+        "a field, these columns' values file paths whose bytes are the field"}},
   };
   return u;
 }
@@ -427,6 +500,17 @@ int RunPack(const std::vector<std::string>& args) {
   o.restart_interval = static_cast<uint32_t>(*ri);
   o.max_side = static_cast<uint32_t>(std::min<uint64_t>(*ms, 65535));
   o.quality = static_cast<uint32_t>(*q);
+  if (f->Has("file-columns")) {
+    const std::string cols = f->Get("file-columns");
+    size_t start = 0;
+    for (size_t i = 0; i <= cols.size(); ++i) {
+      if (i == cols.size() || cols[i] == ',') {
+        if (i > start) o.file_columns.push_back(cols.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    if (o.file_columns.empty()) return UsageError(PackUsage(), "--file-columns wants C1[,C2...]");
+  }
   o.overwrite = f->Has("overwrite");
   o.resume = f->Has("resume");
   if (o.overwrite && o.resume)
@@ -448,7 +532,65 @@ int RunPack(const std::vector<std::string>& args) {
     // Names what SRC is instead: missing, a symlink loop, a fifo...
     return Fail(RequireRegularFile(src).WithContext("SRC (a folder or a list file)"));
   }
-  if (fs::is_directory(src_status)) {
+  FieldSource fields_source;
+  const bool tars = DetectSourceKind(src.string()) == Source::Kind::kTar;
+  const bool v2 = tars || !o.file_columns.empty();
+  if (tars) {
+    TarOptions tar_options;
+    tar_options.require_image = false;  // every member is a field
+    auto ds = TarDataset::OpenPath(src.string(), tar_options);
+    if (!ds.ok()) return Fail(ds.status());
+    fields_source.tars = *ds;
+    for (uint64_t i = 0; i < (*ds)->num_samples(); ++i) {
+      const TarSample& t = (*ds)->sample(i);
+      Entry e;
+      e.path = (*ds)->paths()[t.tar];
+      e.key = t.key;
+      e.kind = Entry::Kind::kTarSample;
+      e.index = i;
+      for (const TarMember& m : t.members) e.bytes += m.size;
+      entries.push_back(std::move(e));
+    }
+  } else if (v2) {
+    if (!fs::is_regular_file(src_status)) {
+      return UsageError(PackUsage(), "--file-columns applies to a .csv or .jsonl list");
+    }
+    ListOptions lo;
+    lo.file_columns = o.file_columns;
+    auto ds = ListDataset::Open(src.string(), lo);
+    if (!ds.ok()) return Fail(ds.status());
+    for (const std::string& c : o.file_columns) {
+      if (std::find((*ds)->columns().begin(), (*ds)->columns().end(), c) ==
+          (*ds)->columns().end()) {
+        return Fail(InvalidArgumentError("--file-columns: the list has no column '" + c + "'"));
+      }
+    }
+    fields_source.list = *ds;
+    for (uint64_t r = 0; r < (*ds)->num_rows(); ++r) {
+      Entry e;
+      e.path = src.string();
+      e.key = (*ds)->Key(r);
+      e.kind = Entry::Kind::kListRow;
+      e.index = r;
+      for (size_t c = 0; c < (*ds)->columns().size(); ++c) {
+        if (!(*ds)->Has(r, c)) continue;
+        const bool file = std::find(o.file_columns.begin(), o.file_columns.end(),
+                                    (*ds)->columns()[c]) != o.file_columns.end();
+        if (!file) {
+          e.bytes += (*ds)->Value(r, c).size();
+          continue;
+        }
+        const std::string path = (*ds)->FilePath(r, c);
+        st = RequireRegularFile(path);
+        if (!st.ok()) {
+          return Fail(st.WithContext(src.string() + " line " + std::to_string((*ds)->line(r)) +
+                                     ", column '" + (*ds)->columns()[c] + "'"));
+        }
+        e.bytes += fs::file_size(path, ec);
+      }
+      entries.push_back(std::move(e));
+    }
+  } else if (fs::is_directory(src_status)) {
     ImageFolderOptions folder_options;
     folder_options.skip_hidden_dirs = f->Has("skip-hidden-dirs");
     auto folder = ImageFolder::Open(src.string(), folder_options);
@@ -465,7 +607,7 @@ int RunPack(const std::vector<std::string>& args) {
   }
   const size_t n = entries.size();
   const size_t begin = n * o.part / o.parts, end = n * (o.part + 1) / o.parts;
-  for (size_t i = begin; i < end; ++i) {
+  for (size_t i = begin; i < end && !v2; ++i) {
     // A list may name a fifo or a folder: refuse it here, before any open.
     st = RequireRegularFile(entries[i].path);
     if (!st.ok()) return Fail(st);
@@ -513,6 +655,7 @@ int RunPack(const std::vector<std::string>& args) {
   Status first_error;
   auto work = [&] {
     std::vector<uint8_t> data;
+    std::vector<std::vector<uint8_t>> prepared;
     for (size_t s = next++; s < plan.size() && !failed; s = next++) {
       const Plan& p = plan[s];
       const std::string path = (out / p.name).string();
@@ -528,10 +671,16 @@ int RunPack(const std::vector<std::string>& args) {
           }
         }
       }
-      auto w = ShardWriter::Create(path);
+      auto w = ShardWriter::Create(path, v2 ? shard::kShardVersion2 : shard::kShardVersion1);
       status = w.status();
       for (size_t i = p.begin; status.ok() && i < p.end; ++i) {
         const Entry& e = entries[i];
+        if (e.kind != Entry::Kind::kFile) {
+          status = AddFieldsRecord(e, fields_source, o, &counts, prepared, w->get());
+          done_records += 1;
+          done_bytes += e.bytes;
+          continue;
+        }
         std::ifstream in(e.path, std::ios::binary);
         data.resize(e.bytes);
         if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(e.bytes))) {
