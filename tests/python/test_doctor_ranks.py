@@ -61,9 +61,12 @@ def run_ranks(tmp_path, slow, world=2):
 
 def test_slow_rank_is_named_in_rank_zeros_report(tmp_path):
     import feedline.doctor
+
+    from doctor_plants import undocumented
     out, outputs = run_ranks(tmp_path, slow=1)
     data = json.loads(out.read_text())
     feedline.doctor.validate(data)
+    assert not [p for p in undocumented(data) if p.startswith("ranks")]  # docs/doctor.md's schema lists them
     assert not (tmp_path / (out.name + ".rank1")).exists()  # one report for the job: rank 0's
     assert "ranks     2 (gloo)" in outputs[0] and "ranks" not in outputs[1]  # only rank 0 prints
     rk = data["ranks"]

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
 import feedline.doctor
+
 from doctor_plants import SlowAugment, SlowCollate, SlowStorage, tf
 
 
@@ -57,11 +58,12 @@ def test_what_if_reads_the_subset_and_keeps_the_class_folders(small_images, monk
     seen = {}
     real = wi._symlink_tree
 
-    def spy(samples, classes, files, into):
-        n = real(samples, classes, files, into)
+    def spy(samples, classes, files, into, repeats=1):
+        n = real(samples, classes, files, into, repeats)
         import os
         seen["classes"] = sorted(os.listdir(into))
         seen["n"] = n
+        seen["links"] = sum(len(os.listdir(os.path.join(into, c))) for c in seen["classes"])
         return n
     monkeypatch.setattr(wi, "_symlink_tree", spy)
     ds = ImageFolder(small_images, transform=tf())
@@ -69,7 +71,7 @@ def test_what_if_reads_the_subset_and_keeps_the_class_folders(small_images, monk
     report = watched(DataLoader(sub, batch_size=8))
     w = report.data["what_if"]
     assert w["ran"], w
-    assert seen == {"classes": ds.classes, "n": 128} and w["files"] == 128
+    assert seen == {"classes": ds.classes, "n": 128, "links": 128 * wi.REPEATS} and w["files"] == 128
     assert any("Subset" in n for n in w["notes"])
 
 
@@ -106,7 +108,7 @@ def test_what_if_off_and_bounded(small_images):
     # A tiny bound still gives a rate (timed after the first batch), from a sample of what_if_files.
     report = watched(DataLoader(ds, batch_size=8), what_if_s=0.05, what_if_files=40)
     w = report.data["what_if"]
-    assert w["ran"] and w["files"] == 40 and w["samples"] <= 3 * 40
+    assert w["ran"] and w["files"] == 40 and 0 < w["samples"] <= 5 * 40
 
 
 def test_saved_report_rediagnoses_the_what_if(small_images, tmp_path):

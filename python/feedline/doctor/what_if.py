@@ -5,9 +5,11 @@ For a DataLoader over a torchvision ImageFolder (or DatasetFolder of
 images, through Subset-like wrappers) whose Compose feedline translates
 (feedline.transforms.translate), the doctor builds a temporary ImageFolder
 of symlinks to `files` of its images, spread over the list and keeping
-their class folders, runs feedline.Loader on it with the translated
-transform and the same batch size for at most `seconds`, and records the
-rate (evidence.WhatIf). Anything it does not know (another dataset class,
+their class folders (REPEATS links to each: one epoch long enough to time,
+as the user's long epoch is, with the files in the page cache as the
+DataLoader left them), runs feedline.Loader on it with the translated
+transform and the same batch size for at most `seconds` and records the
+rate after its first batches (evidence.WhatIf). Anything it does not know (another dataset class,
 a custom image loader or collate_fn, a target_transform, a member of the
 Compose with no native equivalent) is not guessed at: the section says why
 the what-if did not run. rules/what_if.py turns it into a finding.
@@ -24,7 +26,8 @@ from .evidence import WhatIf
 
 DEFAULT_FILES = 200
 DEFAULT_SECONDS = 3.0
-PASSES = 3  # passes over the sample after the first batch: enough for a rate, so small datasets stop early
+REPEATS = 5  # links per sampled file: one epoch of files x REPEATS samples, no epoch start-up in the rate
+WARMUP_BATCHES = 3  # left out of the rate: start-up, and the batches the ring prepared meanwhile
 
 
 class NotRunnable(Exception):
@@ -42,7 +45,7 @@ def _image_folder(loader: Any, original_transforms: Optional[list[Any]]) -> tupl
     indices: Optional[list[int]] = None
     chain = list(_torch_compat.dataset_chain(ds))
     for d in chain:
-        base = _torch_compat.user_type(d)
+        base: Any = _torch_compat.user_type(d)
         if isinstance(d, Subset) and not isinstance(d, DatasetFolder):
             inner = list(d.indices)  # the outer Subset's indices index this one's
             indices = inner if indices is None else [inner[i] for i in indices]
@@ -77,39 +80,39 @@ def _name(obj: Any) -> str:
     return getattr(obj, "__name__", None) or type(obj).__name__
 
 
-def _symlink_tree(samples: list[tuple[str, int]], classes: list[str], files: int, into: str) -> int:
+def _symlink_tree(samples: list[tuple[str, int]], classes: list[str], files: int, into: str,
+                  repeats: int = 1) -> int:
     """A temporary ImageFolder of symlinks to `files` of `samples`, spread
-    evenly over the list, each in its class's folder. Returns how many."""
+    evenly over the list, each in its class's folder (`repeats` links to
+    each, so that one epoch is long enough to time). Returns how many files."""
     step = max(1, len(samples) // files)
     picked = samples[::step][:files]
     for i, (path, target) in enumerate(picked):
         cls = classes[target] if 0 <= target < len(classes) else f"class_{target}"
         d = os.path.join(into, cls)
         os.makedirs(d, exist_ok=True)
-        os.symlink(os.path.abspath(path), os.path.join(d, f"{i:06d}_{os.path.basename(path)}"))
+        for k in range(repeats):
+            os.symlink(os.path.abspath(path), os.path.join(d, f"{i:06d}_{k}_{os.path.basename(path)}"))
     return len(picked)
 
 
-def _time(loader: Any, seconds: float, target: int) -> tuple[int, Optional[float], Optional[float]]:
-    """Iterates epochs of `loader` until `seconds` after its first batch or
-    `target` samples after it: (samples after the first batch, when the
-    first arrived, when the last did)."""
+def _time(loader: Any, seconds: float) -> tuple[int, Optional[float], Optional[float]]:
+    """One epoch of `loader`, timed after its first WARMUP_BATCHES batches
+    (fewer when the epoch is short), until `seconds` after the start:
+    (samples timed, when the clock started, when the last arrived)."""
     done, t_first, t_end = 0, None, None
-    deadline = float("inf")
-    while True:
-        batches = 0
-        for images, _labels in loader:
-            batches += 1
-            t = time.perf_counter()
-            if t_first is None:  # the first batch: start-up, not the rate
-                t_first, deadline = t, t + seconds
-            else:
-                done += int(images.shape[0])
-                t_end = t
-            if t >= deadline or done >= target:
-                return done, t_first, t_end
-        if batches == 0:
-            return done, t_first, t_end
+    skip = min(WARMUP_BATCHES, max(0, len(loader) // 2 - 1))
+    start = time.perf_counter()
+    for i, (images, _labels) in enumerate(loader):
+        t = time.perf_counter()
+        if i == skip:
+            t_first = t
+        elif i > skip:
+            done += int(images.shape[0])
+            t_end = t
+        if t - start >= seconds:
+            break
+    return done, t_first, t_end
 
 
 def code_change(root: str, batch_size: int, shuffle: bool, drop_last: bool) -> str:
@@ -158,13 +161,13 @@ def run(loader: Any, original_transforms: Optional[list[Any]] = None, collate_fn
                  batch_size=batch_size, transform="; ".join(s for _, _, s in translation.members if s),
                  code=code_change(str(ds.root), batch_size, shuffle, bool(loader.drop_last)), notes=notes)
     with tempfile.TemporaryDirectory(prefix="feedline-what-if-") as tmp:
-        n = _symlink_tree(samples, list(ds.classes), files, tmp)
+        n = _symlink_tree(samples, list(ds.classes), files, tmp, REPEATS)
         rec.files = n
         try:
-            fl = Loader(tmp, batch_size=min(batch_size, n), transform=compose, shuffle=shuffle,
+            fl = Loader(tmp, batch_size=batch_size, transform=compose, shuffle=shuffle,
                         rank=0, world_size=1)  # this process's rate, whatever the process group
             rec.threads = fl.num_threads
-            done, t_first, t_end = _time(fl, seconds, PASSES * n)
+            done, t_first, t_end = _time(fl, seconds)
             rec.threads = fl.num_threads
             fl.close()
         except Exception as e:  # noqa: BLE001 - a Loader error is the what-if's answer, with its reason

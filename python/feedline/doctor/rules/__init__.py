@@ -63,9 +63,9 @@ from .feedline_loader import FeedlineModel
 from .loop import _input_is_fine, _probes_not_attached, _step_bound, _unexplained
 from .pipeline import diagnose_pipeline
 from .ranks import straggler as _straggler
-from .what_if import what_if as _what_if
 from .registry import model_for, rule, rules_for, run_rules
 from .torch_loader import TorchModel
+from .what_if import what_if as _what_if
 
 __all__ = ["diagnose", "diagnose_trace", "rank", "capacity", "diagnose_pipeline", "current_rate", "fair_share_cores",
            "rule", "rules_for", "run_rules", "model_for", "TorchModel", "FeedlineModel", "STARVED", "SIGNIFICANT",
