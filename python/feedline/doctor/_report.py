@@ -163,6 +163,11 @@ def build_evidence(doctor: Doctor) -> Evidence:
                            rows=[[round(s.t_request - t0, 6), round(s.wait_s, 6), round(s.step_s, 6), s.samples,
                                   s.epoch] for s in doctor.steps])
     ev.probes = probe.status() if probe is not None else None
+    wi = doctor.what_if()
+    if wi is not None:
+        ev.what_if = wi
+    if doctor.ranks is not None:
+        ev.ranks = doctor.ranks
     prof = doctor.step_profiler.profile
     if prof is not None:
         step = anatomy(prof, "profile")

@@ -584,6 +584,52 @@ class TraceInfo(Record):
     events: int
 
 
+# -- what feedline would give (what_if.py: Doctor(what_if=True)) -------------------------------
+@dataclasses.dataclass
+class WhatIf(Record):
+    """feedline's equivalent of the watched DataLoader, run on a sample of its files."""
+    ran: bool
+    reason: Optional[str]          # why it did not run (or failed); null when it ran
+    dataset: Optional[str] = None  # the dataset class it recognised
+    root: Optional[str] = None
+    files: Optional[int] = None    # files in the sample
+    batch_size: Optional[int] = None
+    transform: Optional[str] = None  # the native translation, in words
+    threads: Optional[int] = None  # feedline.Loader's threads at the end
+    samples: Optional[int] = None  # timed (after the first batch)
+    seconds: Optional[float] = None
+    samples_per_s: Optional[float] = None
+    code: Optional[str] = None     # the change to make
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+# -- across ranks (torch.distributed: Doctor.report() gathers every rank's) -----------------------
+@dataclasses.dataclass
+class RankRow(Record):
+    """One rank's loop, over its steady state."""
+    rank: int
+    host: str
+    pid: int
+    steps: int
+    samples: int
+    wait_mean_s: float             # waiting for data, per step
+    step_mean_s: float             # the step, per step (waits at collectives included)
+    collective_mean_s: Optional[float]  # inside torch.distributed collectives, per step; null: none seen
+    own_mean_s: float              # wait + step - collective: the rank's own time per step
+    step_cpu_mean_s: float
+    samples_per_s: Optional[float]
+    starvation: Optional[float]
+
+
+@dataclasses.dataclass
+class Ranks(Record):
+    world_size: int
+    backend: str
+    slowest: int                   # the rank with the most own time per step
+    collectives_timed: bool        # collectives were seen (else own time is wait + step CPU time)
+    list: list[RankRow]
+
+
 # -- the report --------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Evidence(Record):
@@ -605,4 +651,6 @@ class Evidence(Record):
     probes: Optional[ProbeStatus] = ABSENT
     step: StepAnatomy = ABSENT     # Doctor(profile_steps=N), or trace mode
     trace: TraceInfo = ABSENT      # trace mode
+    what_if: WhatIf = ABSENT       # a torch DataLoader, Doctor(what_if=True)
+    ranks: Ranks = ABSENT          # under torch.distributed, on every rank (rank 0 writes it)
     findings: list[dict[str, JSON]] = ABSENT  # the rules' output (rules/__init__.py)

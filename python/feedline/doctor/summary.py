@@ -47,6 +47,30 @@ def step_line(step):
     return line + " (under the profiler)"
 
 
+def what_if_line(w):
+    """What feedline would give, measured, or why it was not."""
+    if w.get("ran"):
+        return (f"what-if   feedline.Loader on {w['files']} of your files: {_rate(w['samples_per_s'])} samples/s "
+                f"({w['samples']} samples in {w['seconds']:.1f} s, {w['threads']} threads)")
+    return f"what-if   not run: {w.get('reason')}"
+
+
+def ranks_table(ev):
+    """One row per rank (under torch.distributed), the slowest marked."""
+    rk = ev.get("ranks")
+    if not rk:
+        return []
+    out = [f"  ranks     {rk['world_size']} ({rk['backend']}), per step over each rank's steady state"
+           + ("" if rk.get("collectives_timed") else "; collectives not seen: own = wait + step CPU"),
+           "            rank  host              wait      step   collective   own       samples/s"]
+    for r in rk["list"]:
+        mark = "  <- slowest" if r["rank"] == rk["slowest"] else ""
+        out.append(f"            {r['rank']:>4}  {r['host'][:16]:<16}  {_ms(r['wait_mean_s']):>8}  "
+                   f"{_ms(r['step_mean_s']):>8}  {_ms(r['collective_mean_s']):>10}  {_ms(r['own_mean_s']):>8}  "
+                   f"{_rate(r['samples_per_s']):>9}{mark}")
+    return out
+
+
 def tuner_line(ev):
     """The autotuner's state and latest decision, for a feedline loader."""
     t = (ev.get("feedline") or {}).get("tuner")
@@ -108,8 +132,12 @@ def text(ev, width=100):
     step = ev.get("step")
     if step:
         head.append("  " + step_line(step))
+    wi = ev.get("what_if")
+    if wi:
+        head.append("  " + what_if_line(wi))
     for h in head:
         lines.extend(textwrap.wrap(h, width, subsequent_indent="            "))
+    lines.extend(ranks_table(ev))
     tl = tuner_line(ev)
     if tl:
         lines.extend(textwrap.wrap("  tuner     " + tl, width, subsequent_indent="            "))

@@ -195,6 +195,14 @@ class TorchProbe:
                            attached=[] if self.outside else list(self.parts),
                            not_attached=[NotAttached(**n) for n in self.outside + self.notes])
 
+    def originals(self) -> tuple[Optional[list[Any]], Any]:
+        """The Compose's entries and the collate_fn as the user gave them
+        (None: not replaced, read them off the loader)."""
+        att = self._att
+        if att is None or not att.active:
+            return None, None
+        return (list(att.transforms) if att.transforms is not None else None), att.collate_fn
+
     def _user_dataset(self) -> Any:
         att = self._att
         return att.dataset if att is not None and att.active else _torch_compat.user_dataset(self.loader)

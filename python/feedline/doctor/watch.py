@@ -21,7 +21,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Optional, TextIO, Union
 
-from .evidence import CpuPoint, DeviceTiming, Evidence, HostToDevice, ProbeStatus, Step, steady_mask
+from .evidence import CpuPoint, DeviceTiming, Evidence, HostToDevice, ProbeStatus, Ranks, Step, WhatIf, steady_mask
 from .feedline_loader import FeedlineProbe, is_feedline_loader
 from .probes import Probe, ProbedBatch
 from .torch_loader import TorchProbe, _tensors, count_samples, is_torch_loader
@@ -212,6 +212,20 @@ class Doctor:
             step findings). The first steps after the first epoch's
             warm-up; the profiler slows them, so they are left out of the
             loop's timings. 0 (default): no profiling.
+        what_if: for a torch DataLoader over an ImageFolder whose Compose
+            feedline translates, the first report runs feedline.Loader with
+            the same transform and batch size on `what_if_files` of the
+            same files for at most `what_if_s` seconds and reports its rate
+            (the report's "what_if" section and finding); where it cannot,
+            the section says why. False: never.
+        what_if_s, what_if_files: that run's time bound and sample size.
+
+    Under torch.distributed (an initialised process group of more than one
+    rank), report() is a collective: every rank calls it; it gathers each
+    rank's wait and step times (and the time inside torch.distributed
+    collectives, timed while watching) to every rank, names the slowest,
+    and only rank 0 prints and writes the files (the job's one report,
+    with a table per rank).
 
     While attached to a torch DataLoader, iterate it through watch(): its
     batches carry timings that watch() strips. Each epoch's end restores the
@@ -222,8 +236,16 @@ class Doctor:
     """
 
     def __init__(self, step_fn: Optional[Callable[[Any], Any]] = None, device: Union[str, bool] = "auto",
-                 cores: Optional[int] = None, keep_steps: int = 100_000, profile_steps: int = 0) -> None:
+                 cores: Optional[int] = None, keep_steps: int = 100_000, profile_steps: int = 0,
+                 what_if: bool = True, what_if_s: float = 3.0, what_if_files: int = 200) -> None:
         from ._report import available_cores
+        from .ranks import CollectiveTimer
+        self.what_if_enabled = bool(what_if)
+        self.what_if_s, self.what_if_files = float(what_if_s), int(what_if_files)
+        self._what_if: Optional[WhatIf] = None
+        self.collectives = CollectiveTimer()
+        self.collective_s: list[float] = []  # per kept step: time inside torch.distributed collectives
+        self.ranks: Optional[Ranks] = None   # set by report() under torch.distributed
         from .step_profile import StepProfiler
         self.step_profiler = StepProfiler(profile_steps)
         self.step_fn = step_fn
@@ -280,6 +302,7 @@ class Doctor:
         warmup = probe.warmup_batches() if len(self.epochs) == 0 else -1
         self.epochs.append(epoch)
         it = iter(iterable)
+        self.collectives.install()
         pending = None  # a step in progress: (t_request, t_recv, samples, thread cpu x2, process cpu)
         try:
             while True:
@@ -317,6 +340,7 @@ class Doctor:
         finally:
             if pending is not None:  # the loop left during a step (break, exception)
                 self._finish_step(epoch, pending)
+            self.collectives.remove()
             self.step_profiler.finish()  # the epoch ended before the steps asked for
             epoch["t_end"] = _NOW()
             window[1] = _cpu_point(self.step_count)
@@ -329,6 +353,8 @@ class Doctor:
         c2 = time.thread_time()
         self._device.step_end(epoch["index"])
         t_request, t_recv, samples, c0, c1, p0 = pending
+        if keep and len(self.steps) < self.keep_steps and self.collectives.installed:
+            self.collective_s.append(self.collectives.take())
         self._record(epoch, t_request, t_recv - t_request, t_done - t_recv, samples, c2 - c1, c1 - c0,
                      time.process_time() - p0, keep)
 
@@ -445,7 +471,11 @@ class Doctor:
         `file` (None: nothing), writes the JSON, HTML and trace files asked
         for, and returns the Report."""
         from ._report import Report
+        from .ranks import gather
+        self.ranks = gather(self)  # a collective under torch.distributed; None otherwise
         r = Report.from_doctor(self)
+        if self.ranks is not None and _rank() != 0:
+            return r  # the job's report is rank 0's
         if file is not None:
             print(r.summary(), file=file)
         if json:
@@ -455,6 +485,19 @@ class Doctor:
         if trace:
             r.save_trace(trace)
         return r
+
+    def what_if(self) -> Optional[WhatIf]:
+        """What feedline would give (what_if.py): run once, on the first call
+        after a torch DataLoader was watched; None when not asked for or not
+        a torch DataLoader."""
+        if not self.what_if_enabled or self.probe is None or self.probe.kind != "torch" or not self.step_count:
+            return self._what_if
+        if self._what_if is None:
+            from . import what_if
+            transforms, collate = self.probe.originals()  # type: ignore[attr-defined]
+            self._what_if = what_if.run(self.iterable, transforms, collate, files=self.what_if_files,
+                                        seconds=self.what_if_s)
+        return self._what_if
 
     def detach(self) -> None:
         """Restores the loader (dataset, transforms, collate_fn, worker_init_fn)."""
@@ -482,6 +525,11 @@ def system_busy_s() -> Optional[float]:
 
 def _cpu_point(steps: int) -> CpuPoint:
     return CpuPoint(_NOW(), system_busy_s(), time.process_time(), steps)
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+    return int(dist.get_rank())
 
 
 def _cuda_in_use() -> bool:

@@ -62,8 +62,10 @@ from .common import (
 from .feedline_loader import FeedlineModel
 from .loop import _input_is_fine, _probes_not_attached, _step_bound, _unexplained
 from .pipeline import diagnose_pipeline
+from .ranks import straggler as _straggler
 from .registry import model_for, rule, rules_for, run_rules
 from .torch_loader import TorchModel
+from .what_if import what_if as _what_if
 
 __all__ = ["diagnose", "diagnose_trace", "rank", "capacity", "diagnose_pipeline", "current_rate", "fair_share_cores",
            "rule", "rules_for", "run_rules", "model_for", "TorchModel", "FeedlineModel", "STARVED", "SIGNIFICANT",
@@ -79,11 +81,17 @@ def diagnose(ev: Ev) -> list[Finding]:
     findings = run_rules(kind, ev) if kind and ev.get(kind) else []
     if ev.get("step"):
         findings.extend(run_rules("step", ev))
+    f = _straggler(ev)
+    if f:
+        findings.append(f)
     f = _step_bound(ev)
     if f:
         findings.append(f)
     if not findings:
         findings.append(_unexplained(ev))
+    f = _what_if(ev)  # after "cause not found": an alternative, not the cause
+    if f:
+        findings.append(f)
     f = _probes_not_attached(ev)
     if f:  # first among equals (it explains why no stage is named)
         findings.insert(0, f)
@@ -111,7 +119,8 @@ def rank(findings: list[Finding]) -> list[Finding]:
     speedup, a fix that removes work before one that adds processes when both
     predict about the same. "Input is fine" (step_bound) ranks as a 1.5x
     gain: above any small input-side fix, below a big one that the steady
-    state does not show (worker start-up every epoch)."""
+    state does not show (worker start-up every epoch). What feedline would
+    give (switch_loader) comes after every finding that names a cause."""
     def key(f: Finding) -> tuple[int, float]:
         top = f["id"] == "memory_pressure" and f["severity"] == "high"
         speed = f.get("predicted_speedup") or 1.0
@@ -119,7 +128,7 @@ def rank(findings: list[Finding]) -> list[Finding]:
             speed = STEP_BOUND_RANK
         if f.get("remedy") == "parallelism":
             speed *= PREFER_CAUSE
-        return (0 if top else 1, -speed)
+        return (0 if top else 2 if f.get("remedy") == "switch_loader" else 1, -speed)
     out = sorted(findings, key=key)
     for i, f in enumerate(out):
         f["rank"] = i + 1
