@@ -129,7 +129,7 @@ class TokenLoader(Loader):
         else:
             if isinstance(sources, (str, bytes, os.PathLike)):
                 raise ValueError("weights need a list of sources, one per weight")
-            items = list(sources)  # type: ignore[arg-type]
+            items = list(sources)
             if len(items) != len(weights):
                 raise ValueError(f"{len(items)} sources but {len(weights)} weights")
             groups = [_paths(item) for item in items]
@@ -140,7 +140,8 @@ class TokenLoader(Loader):
         self._corpora = [_C.open_token_corpus([os.fsencode(p) for p in g], dtype, eos) for g in groups]
         self._plans = [_C.best_fit_plan(c, self.seq_len) for c in self._corpora] if packing == "best_fit" else []
         if packing == "best_fit":
-            self._pipelines = [_C.token_best_fit_pipeline(c, p, self.pad_token)
+            pad = int(pad_token)  # type: ignore[arg-type]  # checked above
+            self._pipelines = [_C.token_best_fit_pipeline(c, p, pad)
                                for c, p in zip(self._corpora, self._plans)]
         else:
             self._pipelines = [_C.token_window_pipeline(c, self.seq_len) for c in self._corpora]
@@ -199,7 +200,7 @@ class TokenLoader(Loader):
         pad = sum(p.padding_tokens for p in self._plans)
         return pad / sum(p.num_sequences * self.seq_len for p in self._plans)
 
-    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
         for batch in self.batches():
             out = dict(batch.fields)
             del batch  # a suspended generator frame must not pin a buffer

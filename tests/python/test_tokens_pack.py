@@ -20,7 +20,7 @@ def _flat(path, tokens, dtype=np.uint16):
 def _eos_corpus(tmp_path, docs=60, eos=0):
     rng = np.random.default_rng(5)
     parts = []
-    for d in range(docs):
+    for _ in range(docs):
         parts.append(rng.integers(1, 900, int(rng.integers(1, 40))))
         parts.append([eos])
     return np.concatenate(parts).astype(np.uint16)
