@@ -185,6 +185,34 @@ def make():
 measure(make, batches, warmup, batch)
 """ % (SEQ_LEN + 1)
 
+# Best-fit padding on a log-normal document-length distribution: a flat
+# file of documents (eos-terminated), the plan's padding share beside
+# padding each document (and each seq_len piece of a longer one) to seq_len.
+PADDING = """
+import json, sys
+import numpy as np
+import feedline
+path, docs, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+SEQ, EOS = %d, 0
+rng = np.random.default_rng(seed)
+lengths = np.maximum(1, rng.lognormal(np.log(500), 1.0, docs).astype(np.int64))
+parts = []
+for n in lengths:
+    parts.append(rng.integers(1, 50257, int(n - 1), dtype=np.uint16))
+    parts.append(np.array([EOS], np.uint16))
+np.concatenate(parts).tofile(path)
+import time
+t = time.perf_counter()
+loader = feedline.TokenLoader(path, seq_len=SEQ, batch_size=8, eos_token=EOS, packing="best_fit", pad_token=EOS,
+                              num_threads=1)
+plan_s = time.perf_counter() - t
+full, rest = lengths // SEQ, lengths %% SEQ
+pieces = int(full.sum() + (rest > 0).sum())
+pad_each = 1 - int(lengths.sum()) / (pieces * SEQ)
+print(json.dumps({"documents": docs, "tokens": int(lengths.sum()), "best_fit": loader.padding_share,
+                  "pad_each_document": pad_each, "sequences": loader.num_windows, "plan_s": plan_s}))
+""" % SEQ_LEN
+
 # litdata's conversion runs as a script file (bench/e2e/tokens_litdata_convert.py):
 # its worker processes are spawned and import the piece function from it.
 CONVERT = HERE / "tokens_litdata_convert.py"
@@ -375,8 +403,11 @@ def main():
         for peer in ("nanoGPT get_batch", "litdata 0 workers", "litdata 2 workers"):
             ratios[f"{ours} / {peer}, tokens per CPU-second"] = ratio(ours, peer)
     f1 = figures["feedline 1 thread"]
+    padding = run_child(PYTHON, PADDING, [data / "tokens-lognormal-docs.bin", 20000 if a.quick else 200000, 1],
+                        a.python_path)
     targets = {"feedline overhead per 2048-token sequence < 5 µs per core (1 thread)":
-               f1.get("us_per_sequence", float("inf")) < 5.0}
+               f1.get("us_per_sequence", float("inf")) < 5.0,
+               "best-fit padding share < 5% (log-normal documents)": padding.get("best_fit", 1.0) < 0.05}
 
     cores = os.cpu_count()
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
@@ -415,6 +446,14 @@ def main():
                   "flat file as it is."]
     elif not lit["ok"]:
         lines += ["", "litdata unavailable: " + lit["error"]]
+    if "error" in padding:
+        lines += ["", f"Best-fit padding: unavailable: {padding['error']}"]
+    else:
+        lines += ["", f"Padding share, {padding['documents']} documents of log-normal length (median 500, "
+                  f"sigma 1.0; {padding['tokens'] / 1e6:.1f} M tokens), seq_len {SEQ_LEN}: best fit "
+                  f"{padding['best_fit'] * 100:.2f}% ({padding['sequences']} sequences, plan made in "
+                  f"{padding['plan_s']:.2f} s with the open), each document padded to seq_len "
+                  f"{padding['pad_each_document'] * 100:.1f}%."]
     lines += ["", "| ratio | value |", "|---|---|"] + [
         f"| {k} | {'n/a' if v is None else f'{v:.2f}x'} |" for k, v in ratios.items()]
     lines += ["", "| target (issue 18) | met |", "|---|---|"] + [
@@ -422,7 +461,8 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     bench_results.write("tokens", {"meta": meta, "runs": runs, "figures": figures, "ratios": ratios,
-                                   "targets": targets, "baseline": baseline, "baseline_peak_rss_mib": baseline_mib,
+                                   "targets": targets, "padding": padding,
+                                   "baseline": baseline, "baseline_peak_rss_mib": baseline_mib,
                                    "baseline_rss_anon_mib": baseline_anon_mib,
                                    "litdata": lit, "litdata_conversion": conversion,
                                    "python_path": a.python_path}, text, out_dir=a.out_dir, quick=a.quick)

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -193,20 +194,143 @@ class FEEDLINE_EXPORT TokenCorpus {
 FEEDLINE_EXPORT uint64_t NumTokenWindows(uint64_t num_tokens, uint64_t seq_len);
 FEEDLINE_EXPORT uint64_t TokenWindowTailTokens(uint64_t num_tokens, uint64_t seq_len);
 
-// The concat-packing pipeline: sample i is window i, fields (all int64
-// [seq_len], in this order):
-//   input_ids     tokens [i*S, i*S + S)
-//   labels        tokens [i*S + 1, i*S + S + 1) (input shifted by one)
-//   position_ids  0 at the window start and at each document start inside
-//                 it, +1 per token otherwise
-//   document_ids  0 for the window's first document, +1 at each document
-//                 start inside the window
+// The concat-packing pipeline: sample i is window i, fields in this order:
+//   input_ids        int64 [seq_len]  tokens [i*S, i*S + S)
+//   labels           int64 [seq_len]  tokens [i*S + 1, i*S + S + 1) (input shifted by one)
+//   position_ids     int64 [seq_len]  0 at the window start and at each document
+//                                     start inside it, +1 per token otherwise
+//   document_ids     int64 [seq_len]  0 for the window's first document, +1 at
+//                                     each document start inside the window
+//   document_starts  int32 [seq_len]  the positions at which a segment of the
+//                                     row starts (0 first, increasing), then 0s
+//   num_documents    int32 {}         how many entries of document_starts count
+// document_starts/num_documents are the row's share of flash-attn's varlen
+// cu_seqlens, written by the worker so that the consumer only concatenates
+// them (TokenCuSeqlens).
 // Its op ("tokens") fingerprints the corpus (DataFingerprint) and seq_len
 // (ConfigFingerprint), so a resume state from another corpus is refused.
 // InvalidArgument for seq_len 0 or a corpus with fewer than seq_len + 1
 // tokens (naming both).
 FEEDLINE_EXPORT Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus,
                                                      uint64_t seq_len);
+
+// The fields of every token pipeline, in batch order (as above).
+inline constexpr size_t kTokenInputIds = 0, kTokenLabels = 1, kTokenPositionIds = 2,
+                        kTokenDocumentIds = 3, kTokenDocumentStarts = 4, kTokenNumDocuments = 5;
+
+// flash-attn's cu_seqlens of a batch of `rows` rows from its document_starts
+// ([rows, seq_len] int32) and num_documents ([rows] int32): row r's starts
+// plus r * seq_len, concatenated, then rows * seq_len. `out` is resized.
+// InvalidArgument for a count outside [1, seq_len] or starts that do not
+// increase from 0 (naming the row).
+FEEDLINE_EXPORT Status TokenCuSeqlens(const int32_t* document_starts, const int32_t* num_documents,
+                                      uint64_t rows, uint64_t seq_len, std::vector<int32_t>* out);
+
+// Best-fit packing (docs/tokens.md, "Best fit"): documents up to seq_len
+// are never split; longer ones are cut into seq_len pieces (and a shorter
+// last piece). Pieces are sorted by length, longest first (ties in corpus
+// order), and each goes into the fullest sequence it fits in (ties: the
+// most recently filled), or a new one. The plan is a function of the
+// corpus's document lengths and seq_len only (never of threads, ranks or
+// the tokens), computed once, single-threaded, in O(pieces + seq_len)
+// time with O(pieces) memory (16 bytes per piece).
+// Thread safety: immutable after Build; safe for concurrent use.
+class FEEDLINE_EXPORT BestFitPlan {
+ public:
+  struct Piece {
+    uint64_t begin = 0;          // first token in the corpus
+    uint32_t length = 0;         // tokens, 1..seq_len
+    bool ends_document = false;  // its last token is its document's last
+  };
+  // The document boundaries come from TokenCorpus::DocumentStarts over the
+  // whole corpus: the index for Megatron and token shards; for a flat file
+  // with an eos token that is a scan of the file (no index exists).
+  // InvalidArgument for seq_len 0 or above 2^31 - 1.
+  static Result<std::shared_ptr<const BestFitPlan>> Build(const TokenCorpus& corpus,
+                                                          uint64_t seq_len);
+
+  uint64_t seq_len() const { return seq_len_; }
+  uint64_t num_sequences() const { return first_piece_.size() - 1; }
+  uint64_t num_pieces() const { return pieces_.size(); }
+  uint64_t num_documents() const { return num_documents_; }
+  uint64_t num_tokens() const { return num_tokens_; }
+  // Pad tokens over all sequences: num_sequences * seq_len - num_tokens.
+  uint64_t padding_tokens() const { return num_sequences() * seq_len_ - num_tokens_; }
+  double padding_share() const;
+  // Sequence i's pieces, in the order they are laid out (i < num_sequences()).
+  std::span<const Piece> sequence(uint64_t i) const {
+    return {pieces_.data() + first_piece_[i], first_piece_[i + 1] - first_piece_[i]};
+  }
+
+ private:
+  uint64_t seq_len_ = 0;
+  uint64_t num_documents_ = 0;
+  uint64_t num_tokens_ = 0;
+  std::vector<Piece> pieces_;          // grouped by sequence
+  std::vector<uint64_t> first_piece_;  // num_sequences + 1 entries
+};
+
+// The best-fit pipeline: sample i is sequence i of `plan` (built on
+// `corpus`), with the fields of TokenWindowPipeline. Each piece's tokens
+// are laid out in turn, then pad_token up to seq_len. labels: the next
+// token of the same document, -100 at a document's last token and at
+// padding (no target across documents); position_ids restart at 0 per
+// piece and count 0, 1, ... over the padding; document_ids 0, 1, ... per
+// piece and -1 at padding; the padding is a segment of its own in
+// document_starts (flash-attn must see every position). The op's config
+// fingerprint holds seq_len, "best_fit" and pad_token. InvalidArgument for
+// a negative pad_token or a plan of another corpus size.
+FEEDLINE_EXPORT Result<Pipeline> TokenBestFitPipeline(std::shared_ptr<const TokenCorpus> corpus,
+                                                      std::shared_ptr<const BestFitPlan> plan,
+                                                      int64_t pad_token);
+
+// Mixtures (docs/tokens.md, "Mixtures"): several token pipelines (each
+// TokenWindowPipeline or TokenBestFitPipeline, same seq_len), one global
+// stream. Global sample g (g = epoch * num_samples + id: the engine runs
+// the mixture unshuffled, and num_samples is a multiple of `window`) is
+// draw g of a schedule: a function of the weights, of `window` (the global
+// batch size) and of the segment start (start, counts), so that a resume
+// may change the weights from its position on.
+//
+// The schedule, in integers: weights become u_k = round(2^20 w_k / sum w);
+// window m (global samples [start + m*W, start + (m+1)*W)) holds
+// floor(u_k W / U) + e_k draws of source k, e_k in {0, 1}: the r sources
+// with the largest carried remainder get one more (largest remainder,
+// carried across windows), so every window holds each source's share
+// within one sequence, and the long-run share is exact. Inside a window
+// the draws interleave (position i goes to the source furthest behind its
+// share n_k (i + 1) / W). Draw j of source k is sample j mod n_k of that
+// source's epoch j / n_k order: a keyed bijection of [0, n_k) per (seed,
+// source, epoch) when shuffled, the identity otherwise; so a source that
+// runs out starts its next epoch in a new order.
+struct FEEDLINE_EXPORT TokenMixtureOptions {
+  std::vector<double> weights;  // one per source, >= 0, some > 0
+  uint64_t window = 0;          // the global batch size (batch_size * world_size)
+  uint64_t num_samples = 0;     // per mixture epoch; a positive multiple of window
+  bool shuffle = false;
+  uint64_t seed = 0;
+  // The segment this schedule starts: global sample `start` is its first
+  // draw, and counts[k] draws of source k were made before it (empty: all
+  // 0). A resume with new weights starts a segment at its position with
+  // the counts the old schedule reached there (TokenMixtureCounts).
+  uint64_t start = 0;
+  std::vector<uint64_t> counts;
+};
+
+// The draws of each source before global sample g (g >= options.start),
+// from the schedule of `options` over sources of `source_samples` samples.
+// O((g - start) / window * sources). InvalidArgument as for the pipeline.
+FEEDLINE_EXPORT Result<std::vector<uint64_t>> TokenMixtureCounts(
+    const std::vector<uint64_t>& source_samples, const TokenMixtureOptions& options, uint64_t g);
+
+// InvalidArgument naming the problem: no sources, a pipeline that is not a
+// token pipeline, other fields (seq_len), weights of another count, a
+// negative or non-finite weight, all weights 0, window 0, num_samples not
+// a positive multiple of window, counts of another size. A sample before
+// `start` (an epoch before the resumed one) is a FailedPrecondition error.
+// Data fingerprint: the sources' (in order); config: theirs, window, shuffle.
+FEEDLINE_EXPORT Result<Pipeline> TokenMixturePipeline(const std::vector<Pipeline>& sources,
+                                                      const TokenMixtureOptions& options);
 
 }  // namespace feedline
 

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,24 @@ struct PyTokenShardWriter {
   }
 };
 
+struct PyBestFitPlan {
+  std::shared_ptr<const BestFitPlan> plan;
+};
+
+TokenMixtureOptions MixtureOptions(const std::vector<double>& weights, uint64_t window,
+                                   uint64_t num_samples, bool shuffle, uint64_t seed,
+                                   uint64_t start, const std::vector<uint64_t>& counts) {
+  TokenMixtureOptions o;
+  o.weights = weights;
+  o.window = window;
+  o.num_samples = num_samples;
+  o.shuffle = shuffle;
+  o.seed = seed;
+  o.start = start;
+  o.counts = counts;
+  return o;
+}
+
 py::list Sources(const PyTokenCorpus& c) {
   py::list out;
   for (size_t i = 0; i < c.corpus->num_sources(); ++i) {
@@ -113,6 +132,69 @@ void RegisterTokens(py::module_& m) {
         return ValueOrThrow(TokenWindowPipeline(c.corpus, seq_len));
       },
       py::arg("corpus"), py::arg("seq_len"));
+  py::class_<PyBestFitPlan>(m, "BestFitPlan")
+      .def_property_readonly("num_sequences",
+                             [](const PyBestFitPlan& p) { return p.plan->num_sequences(); })
+      .def_property_readonly("num_pieces",
+                             [](const PyBestFitPlan& p) { return p.plan->num_pieces(); })
+      .def_property_readonly("num_documents",
+                             [](const PyBestFitPlan& p) { return p.plan->num_documents(); })
+      .def_property_readonly("num_tokens",
+                             [](const PyBestFitPlan& p) { return p.plan->num_tokens(); })
+      .def_property_readonly("padding_tokens",
+                             [](const PyBestFitPlan& p) { return p.plan->padding_tokens(); })
+      .def_property_readonly("padding_share",
+                             [](const PyBestFitPlan& p) { return p.plan->padding_share(); })
+      .def("sequence", [](const PyBestFitPlan& p, uint64_t i) {
+        if (i >= p.plan->num_sequences()) throw py::index_error("no such sequence");
+        py::list out;
+        for (const BestFitPlan::Piece& piece : p.plan->sequence(i)) {
+          out.append(py::make_tuple(piece.begin, piece.length, piece.ends_document));
+        }
+        return out;
+      });
+  m.def(
+      "best_fit_plan",
+      [](const PyTokenCorpus& c, uint64_t seq_len) {
+        Result<std::shared_ptr<const BestFitPlan>> plan = [&]() {
+          py::gil_scoped_release release;
+          return BestFitPlan::Build(*c.corpus, seq_len);
+        }();
+        return PyBestFitPlan{ValueOrThrow(std::move(plan))};
+      },
+      py::arg("corpus"), py::arg("seq_len"));
+  m.def(
+      "token_best_fit_pipeline",
+      [](const PyTokenCorpus& c, const PyBestFitPlan& plan, int64_t pad_token) {
+        return ValueOrThrow(TokenBestFitPipeline(c.corpus, plan.plan, pad_token));
+      },
+      py::arg("corpus"), py::arg("plan"), py::arg("pad_token"));
+  m.def(
+      "token_mixture_pipeline",
+      [](const std::vector<Pipeline>& sources, const std::vector<double>& weights, uint64_t window,
+         uint64_t num_samples, bool shuffle, uint64_t seed, uint64_t start,
+         const std::vector<uint64_t>& counts) {
+        return ValueOrThrow(TokenMixturePipeline(
+            sources, MixtureOptions(weights, window, num_samples, shuffle, seed, start, counts)));
+      },
+      py::arg("sources"), py::arg("weights"), py::arg("window"), py::arg("num_samples"),
+      py::arg("shuffle"), py::arg("seed"), py::arg("start") = 0,
+      py::arg("counts") = std::vector<uint64_t>());
+  m.def(
+      "token_mixture_counts",
+      [](const std::vector<uint64_t>& source_samples, const std::vector<double>& weights,
+         uint64_t window, uint64_t num_samples, uint64_t start, const std::vector<uint64_t>& counts,
+         uint64_t position) {
+        Result<std::vector<uint64_t>> r = [&]() {
+          py::gil_scoped_release release;
+          return TokenMixtureCounts(
+              source_samples, MixtureOptions(weights, window, num_samples, false, 0, start, counts),
+              position);
+        }();
+        return ValueOrThrow(std::move(r));
+      },
+      py::arg("source_samples"), py::arg("weights"), py::arg("window"), py::arg("num_samples"),
+      py::arg("start"), py::arg("counts"), py::arg("position"));
   py::class_<PyTokenShardWriter>(m, "TokenShardWriter")
       .def(py::init([](const std::string& dir, uint64_t vocab_size, uint64_t shard_tokens,
                        const std::string& tokenizer_json, const std::string& source_json) {
@@ -142,6 +224,29 @@ void RegisterTokens(py::module_& m) {
       .def_property_readonly("dtype", [](const PyTokenShardWriter& w) {
         return std::string(TokenDTypeName(w.writer->dtype()));
       });
+  // cu_seqlens of a batch from the workers' per-row document starts: one
+  // pass over the starts (not the tokens), without the GIL.
+  m.def(
+      "token_cu_seqlens",
+      [](const py::array_t<int32_t, py::array::c_style>& starts,
+         const py::array_t<int32_t, py::array::c_style>& counts) {
+        if (starts.ndim() != 2 || counts.ndim() != 1 || counts.shape(0) != starts.shape(0))
+          throw py::value_error(
+              "token_cu_seqlens takes document_starts [batch, seq_len] and "
+              "num_documents [batch]");
+        std::vector<int32_t> out;
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = TokenCuSeqlens(starts.data(), counts.data(), static_cast<uint64_t>(starts.shape(0)),
+                             static_cast<uint64_t>(starts.shape(1)), &out);
+        }
+        ThrowIfError(s);
+        py::array_t<int32_t> a(static_cast<py::ssize_t>(out.size()));
+        std::copy(out.begin(), out.end(), a.mutable_data());
+        return a;
+      },
+      py::arg("document_starts"), py::arg("num_documents"));
   m.def("num_token_windows", &NumTokenWindows, py::arg("num_tokens"), py::arg("seq_len"));
   m.def("token_window_tail_tokens", &TokenWindowTailTokens, py::arg("num_tokens"),
         py::arg("seq_len"));

@@ -266,6 +266,7 @@ class Loader:
             spec.transform = self.transform
         # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
         if _pipeline is not None:
+            self._options = o  # feedline.TokenLoader rebuilds its mixture on resume
             self._loader = _C.Loader(_pipeline, o)
         else:
             self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)

@@ -1,5 +1,6 @@
 // Concat packing: sample i = tokens [i*S, i*S + S + 1) of the corpus, as
-// input_ids, labels, position_ids and document_ids (tokens.h).
+// the six fields of tokens.h; and TokenCuSeqlens, the consumer's half of
+// cu_seqlens.
 #include <memory>
 #include <string>
 #include <utility>
@@ -7,6 +8,7 @@
 
 #include "feedline/tokens.h"
 #include "src/core/detail/endian.h"
+#include "src/tokens/token_sequence_op.h"
 
 namespace feedline {
 
@@ -20,25 +22,66 @@ uint64_t TokenWindowTailTokens(uint64_t num_tokens, uint64_t seq_len) {
   return num_tokens - 1 - NumTokenWindows(num_tokens, seq_len) * seq_len;
 }
 
+Status TokenCuSeqlens(const int32_t* document_starts, const int32_t* num_documents, uint64_t rows,
+                      uint64_t seq_len, std::vector<int32_t>* out) {
+  uint64_t total = 1;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const int32_t n = num_documents[r];
+    if (n < 1 || static_cast<uint64_t>(n) > seq_len) {
+      return InvalidArgumentError("cu_seqlens: row " + std::to_string(r) + " has num_documents " +
+                                  std::to_string(n) + ", not in [1, " + std::to_string(seq_len) +
+                                  "]");
+    }
+    total += static_cast<uint64_t>(n);
+  }
+  if (rows * seq_len > static_cast<uint64_t>(INT32_MAX)) {
+    return InvalidArgumentError("cu_seqlens: " + std::to_string(rows * seq_len) +
+                                " tokens in a batch do not fit int32");
+  }
+  out->resize(total);
+  int32_t* o = out->data();
+  for (uint64_t r = 0; r < rows; ++r) {
+    const int32_t* s = document_starts + r * seq_len;
+    const auto base = static_cast<int32_t>(r * seq_len);
+    const int32_t n = num_documents[r];
+    int32_t prev = -1;
+    for (int32_t i = 0; i < n; ++i) {
+      if (s[i] <= prev || s[i] >= static_cast<int32_t>(seq_len) || (i == 0 && s[i] != 0)) {
+        return InvalidArgumentError("cu_seqlens: row " + std::to_string(r) +
+                                    " has document_starts that do not increase from 0 (entry " +
+                                    std::to_string(i) + " is " + std::to_string(s[i]) + ")");
+      }
+      prev = s[i];
+      *o++ = base + s[i];
+    }
+  }
+  *o = static_cast<int32_t>(rows * seq_len);
+  return Status::OK();
+}
+
 namespace {
 
 // Per worker: the window's tokens and the document starts inside it.
 class WindowState final : public OpState {
  public:
-  explicit WindowState(uint64_t seq_len) : tokens(seq_len + 1) {}
+  explicit WindowState(uint64_t seq_len) : tokens(seq_len + 1), row_starts(seq_len) {}
   uint64_t ScratchBytes() const override {
-    return tokens.capacity() * sizeof(int64_t) + starts.capacity() * sizeof(uint64_t);
+    return tokens.capacity() * sizeof(int64_t) + starts.capacity() * sizeof(uint64_t) +
+           row_starts.capacity() * sizeof(int32_t);
   }
   std::vector<int64_t> tokens;
   std::vector<uint64_t> starts;
+  std::vector<int32_t> row_starts;
 };
 
-class TokenWindowOp final : public SampleOp {
+class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
  public:
   TokenWindowOp(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len)
-      : corpus_(std::move(corpus)), seq_len_(seq_len), fingerprint_(corpus_->Fingerprint()) {}
+      : corpus_(std::move(corpus)),
+        seq_len_(seq_len),
+        windows_(NumTokenWindows(corpus_->num_tokens(), seq_len)),
+        fingerprint_(corpus_->Fingerprint()) {}
 
-  std::string_view name() const override { return "tokens"; }
   std::unique_ptr<OpState> NewState() const override {
     return std::make_unique<WindowState>(seq_len_);
   }
@@ -48,26 +91,41 @@ class TokenWindowOp final : public SampleOp {
     core::detail::PutFixed64(&s, seq_len_);
     return core::detail::Fnv1a64(s.data(), s.size());
   }
+  uint64_t num_sequences() const override { return windows_; }
+  uint64_t seq_len() const override { return seq_len_; }
 
-  Status Apply(Sample& sample, OpState* state) const override {
+  Status Fill(uint64_t index, Sample& sample, OpState* state) const override {
     auto& st = *static_cast<WindowState*>(state);
-    const uint64_t begin = sample.id() * seq_len_;
+    const uint64_t begin = index * seq_len_;
     const size_t src = corpus_->SourceOf(begin);
     SampleLocation& loc = sample.location();
     const TokenSource& source = corpus_->source(src);
     loc.offset = static_cast<int64_t>((begin - corpus_->source_offset(src)) *
                                       TokenDTypeSize(source.dtype()));  // bytes, as everywhere
     loc.file = source.path();
-    loc.key = "window " + std::to_string(sample.id());
+    loc.key = "window " + std::to_string(index);
     FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_ + 1, st.tokens.data()));
     st.starts.clear();
     // Starts strictly inside the inputs; the window start is one anyway.
     corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
 
-    auto* input_ids = sample.output_as<int64_t>(0);
-    auto* labels = sample.output_as<int64_t>(1);
-    auto* position_ids = sample.output_as<int64_t>(2);
-    auto* document_ids = sample.output_as<int64_t>(3);
+    auto* input_ids = sample.output_as<int64_t>(kTokenInputIds);
+    auto* labels = sample.output_as<int64_t>(kTokenLabels);
+    auto* position_ids = sample.output_as<int64_t>(kTokenPositionIds);
+    auto* document_ids = sample.output_as<int64_t>(kTokenDocumentIds);
+    st.row_starts[0] = 0;
+    if (st.starts.empty()) {
+      // One document over the whole window (a flat file without eos, a long
+      // document): no boundary to look for per token.
+      for (uint64_t j = 0; j < seq_len_; ++j) {
+        input_ids[j] = st.tokens[j];
+        labels[j] = st.tokens[j + 1];
+        position_ids[j] = static_cast<int64_t>(j);
+        document_ids[j] = 0;
+      }
+      tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(), 1, seq_len_);
+      return Status::OK();
+    }
     size_t next_start = 0;
     int64_t position = 0, document = 0;
     for (uint64_t j = 0; j < seq_len_; ++j) {
@@ -75,26 +133,49 @@ class TokenWindowOp final : public SampleOp {
         ++next_start;
         position = 0;
         ++document;
+        st.row_starts[static_cast<size_t>(document)] = static_cast<int32_t>(j);
       }
       input_ids[j] = st.tokens[j];
       labels[j] = st.tokens[j + 1];
       position_ids[j] = position++;
       document_ids[j] = document;
     }
+    tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(),
+                                        static_cast<size_t>(document) + 1, seq_len_);
     return Status::OK();
   }
 
  private:
   std::shared_ptr<const TokenCorpus> corpus_;
   uint64_t seq_len_;
+  uint64_t windows_;
   uint64_t fingerprint_;
 };
 
 }  // namespace
 
+namespace tokens::detail {
+
+// The six fields of every token pipeline (tokens.h).
+std::vector<FieldSpec> TokenFields(uint64_t seq_len) {
+  const auto s = static_cast<int64_t>(seq_len);
+  std::vector<FieldSpec> fields;
+  for (const char* name : {"input_ids", "labels", "position_ids", "document_ids"}) {
+    fields.push_back(FieldSpec{name, DType::kInt64, {s}});
+  }
+  fields.push_back(FieldSpec{"document_starts", DType::kInt32, {s}});
+  fields.push_back(FieldSpec{"num_documents", DType::kInt32, {}});
+  return fields;
+}
+
+}  // namespace tokens::detail
+
 Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len) {
   if (corpus == nullptr) return InvalidArgumentError("TokenWindowPipeline: no corpus");
   if (seq_len == 0) return InvalidArgumentError("seq_len must be positive");
+  if (seq_len > static_cast<uint64_t>(INT32_MAX)) {
+    return InvalidArgumentError("seq_len " + std::to_string(seq_len) + " is above 2^31 - 1");
+  }
   const uint64_t windows = NumTokenWindows(corpus->num_tokens(), seq_len);
   if (windows == 0) {
     return InvalidArgumentError("the token corpus has " + std::to_string(corpus->num_tokens()) +
@@ -103,10 +184,7 @@ Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, 
   }
   Pipeline p;
   p.num_samples = windows;
-  const auto s = static_cast<int64_t>(seq_len);
-  for (const char* name : {"input_ids", "labels", "position_ids", "document_ids"}) {
-    p.fields.push_back(FieldSpec{name, DType::kInt64, {s}});
-  }
+  p.fields = tokens::detail::TokenFields(seq_len);
   p.ops.push_back(std::make_shared<TokenWindowOp>(std::move(corpus), seq_len));
   return p;
 }

@@ -11,6 +11,7 @@
 
 #include "feedline/loader.h"
 #include "feedline/tokens.h"
+#include "tests/tokens/token_rows.h"
 #include "tests/tokens/token_test_util.h"
 
 namespace feedline {
@@ -84,13 +85,62 @@ TEST_F(TokenWindowsTest, FieldsAreInt64OfSeqLen) {
   auto p = TokenWindowPipeline(Corpus({Path("a.bin")}), 8);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->num_samples, 12u);  // (100 - 1) / 8
-  ASSERT_EQ(p->fields.size(), 4u);
+  ASSERT_EQ(p->fields.size(), 6u);
   const char* names[] = {"input_ids", "labels", "position_ids", "document_ids"};
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(p->fields[i].name, names[i]);
     EXPECT_EQ(p->fields[i].dtype, DType::kInt64);
     EXPECT_EQ(p->fields[i].shape, (std::vector<int64_t>{8}));
   }
+  EXPECT_EQ(p->fields[kTokenDocumentStarts].name, "document_starts");
+  EXPECT_EQ(p->fields[kTokenDocumentStarts].dtype, DType::kInt32);
+  EXPECT_EQ(p->fields[kTokenDocumentStarts].shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(p->fields[kTokenNumDocuments].name, "num_documents");
+  EXPECT_EQ(p->fields[kTokenNumDocuments].dtype, DType::kInt32);
+  EXPECT_TRUE(p->fields[kTokenNumDocuments].shape.empty());
+}
+
+TEST_F(TokenWindowsTest, DocumentStartsAreTheDocumentIdChanges) {
+  // eos = 0, documents of 1..6 tokens, windows of 5 (some cross several).
+  std::vector<int64_t> tokens;
+  for (int64_t d = 0; d < 40; ++d) {
+    for (int64_t k = 0; k < d % 6; ++k) tokens.push_back(1 + (d + k) % 9);
+    tokens.push_back(0);
+  }
+  WriteFlat<uint16_t>(Path("a.bin"), tokens);
+  TokenSourceOptions so;
+  so.eos_token = 0;
+  const uint64_t seq_len = 5;
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.num_threads = 2;
+  o.max_bytes = 64 << 20;
+  auto rows = testing_tokens::AllRows(*TokenWindowPipeline(Corpus({Path("a.bin")}, so), seq_len), o,
+                                      seq_len);
+  ASSERT_EQ(rows.size(), (tokens.size() - 1) / seq_len);
+  size_t multi = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.document_starts, testing_tokens::StartsFromDocumentIds(r.document_ids)) << r.id;
+    multi += r.document_starts.size() > 1 ? 1 : 0;
+  }
+  EXPECT_GT(multi, 10u);  // the test exercises boundaries inside windows
+}
+
+TEST(TokenCuSeqlensTest, JoinsRowsAndChecksThem) {
+  // Two rows of 4: starts {0, 2} and {0}.
+  const int32_t starts[] = {0, 2, 0, 0, 0, 0, 0, 0};
+  const int32_t counts[] = {2, 1};
+  std::vector<int32_t> cu;
+  ASSERT_TRUE(TokenCuSeqlens(starts, counts, 2, 4, &cu).ok());
+  EXPECT_EQ(cu, (std::vector<int32_t>{0, 2, 4, 8}));
+  const int32_t zero[] = {0, 0};
+  Status bad = TokenCuSeqlens(starts, zero, 2, 4, &cu);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(bad.message(), HasSubstr("row 0"));
+  const int32_t unordered[] = {0, 3, 2, 0};
+  const int32_t three[] = {3};
+  bad = TokenCuSeqlens(unordered, three, 1, 4, &cu);
+  EXPECT_THAT(bad.message(), HasSubstr("do not increase"));
 }
 
 TEST_F(TokenWindowsTest, TokensAreTheFilesAndLabelsAreShiftedByOne) {

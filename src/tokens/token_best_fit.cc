@@ -1,0 +1,226 @@
+// Best-fit packing: the plan (documents into sequences, from the document
+// index only) and the op that lays a planned sequence out (tokens.h).
+#include <algorithm>
+#include <bit>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "feedline/tokens.h"
+#include "src/core/detail/endian.h"
+#include "src/tokens/token_sequence_op.h"
+
+namespace feedline {
+
+namespace {
+
+// Bins (sequences being filled) by free space, to find the fullest bin a
+// piece fits in: the smallest free space >= its length. One stack of bins
+// per free space and a bitset of the non-empty ones, so a lookup scans at
+// most seq_len / 64 words.
+class FreeSpaceIndex {
+ public:
+  explicit FreeSpaceIndex(uint64_t seq_len) : stacks_(seq_len + 1), words_(seq_len / 64 + 1, 0) {}
+
+  // A bin with free space >= need, taken out of the index; false if none.
+  bool TakeSmallestFitting(uint64_t need, uint64_t* bin, uint64_t* space) {
+    for (uint64_t w = need / 64; w < words_.size(); ++w) {
+      uint64_t bits = words_[w];
+      if (w == need / 64) bits &= ~uint64_t{0} << (need % 64);
+      if (bits == 0) continue;
+      const uint64_t c = w * 64 + static_cast<uint64_t>(std::countr_zero(bits));
+      *space = c;
+      *bin = stacks_[c].back();
+      stacks_[c].pop_back();
+      if (stacks_[c].empty()) words_[c / 64] &= ~(uint64_t{1} << (c % 64));
+      return true;
+    }
+    return false;
+  }
+  void Put(uint64_t bin, uint64_t space) {
+    if (space == 0) return;  // full: never a candidate again
+    stacks_[space].push_back(bin);
+    words_[space / 64] |= uint64_t{1} << (space % 64);
+  }
+
+ private:
+  std::vector<std::vector<uint64_t>> stacks_;
+  std::vector<uint64_t> words_;
+};
+
+}  // namespace
+
+double BestFitPlan::padding_share() const {
+  const uint64_t slots = num_sequences() * seq_len_;
+  return slots == 0 ? 0.0 : static_cast<double>(padding_tokens()) / static_cast<double>(slots);
+}
+
+Result<std::shared_ptr<const BestFitPlan>> BestFitPlan::Build(const TokenCorpus& corpus,
+                                                              uint64_t seq_len) {
+  if (seq_len == 0) return InvalidArgumentError("seq_len must be positive");
+  if (seq_len > static_cast<uint64_t>(INT32_MAX)) {
+    return InvalidArgumentError("seq_len " + std::to_string(seq_len) + " is above 2^31 - 1");
+  }
+  auto plan = std::make_shared<BestFitPlan>();
+  plan->seq_len_ = seq_len;
+  plan->num_tokens_ = corpus.num_tokens();
+
+  // Pieces in corpus order: each document cut into seq_len pieces and a
+  // shorter last one.
+  std::vector<Piece> pieces;
+  {
+    std::vector<uint64_t> starts;
+    corpus.DocumentStarts(0, corpus.num_tokens(), &starts);
+    plan->num_documents_ = starts.size();
+    starts.push_back(corpus.num_tokens());
+    for (size_t d = 0; d + 1 < starts.size(); ++d) {
+      for (uint64_t b = starts[d]; b < starts[d + 1]; b += seq_len) {
+        const uint64_t n = std::min(seq_len, starts[d + 1] - b);
+        pieces.push_back(Piece{b, static_cast<uint32_t>(n), b + n == starts[d + 1]});
+      }
+    }
+  }
+  // Longest first, ties in corpus order: a counting sort by length.
+  std::vector<uint64_t> by_length(seq_len + 2, 0);
+  for (const Piece& p : pieces) ++by_length[seq_len - p.length + 1];
+  for (size_t i = 1; i < by_length.size(); ++i) by_length[i] += by_length[i - 1];
+  std::vector<uint64_t> order(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) order[by_length[seq_len - pieces[i].length]++] = i;
+
+  // Each piece into the fullest bin it fits in, or a new bin.
+  FreeSpaceIndex index(seq_len);
+  std::vector<uint64_t> bin_of(pieces.size());
+  uint64_t bins = 0;
+  for (uint64_t i : order) {
+    const uint64_t n = pieces[i].length;
+    uint64_t bin = 0, space = 0;
+    if (!index.TakeSmallestFitting(n, &bin, &space)) {
+      bin = bins++;
+      space = seq_len;
+    }
+    bin_of[i] = bin;
+    index.Put(bin, space - n);
+  }
+  // Group by bin, in placement order inside each.
+  plan->first_piece_.assign(bins + 1, 0);
+  for (uint64_t b : bin_of) ++plan->first_piece_[b + 1];
+  for (uint64_t b = 0; b < bins; ++b) plan->first_piece_[b + 1] += plan->first_piece_[b];
+  std::vector<uint64_t> fill(plan->first_piece_.begin(), plan->first_piece_.end() - 1);
+  plan->pieces_.resize(pieces.size());
+  for (uint64_t i : order) plan->pieces_[fill[bin_of[i]]++] = pieces[i];
+  return std::shared_ptr<const BestFitPlan>(std::move(plan));
+}
+
+namespace {
+
+class BestFitState final : public OpState {
+ public:
+  explicit BestFitState(uint64_t seq_len) : tokens(seq_len + 1), row_starts(seq_len) {}
+  uint64_t ScratchBytes() const override {
+    return tokens.capacity() * sizeof(int64_t) + row_starts.capacity() * sizeof(int32_t);
+  }
+  std::vector<int64_t> tokens;
+  std::vector<int32_t> row_starts;
+};
+
+constexpr int64_t kIgnoreIndex = -100;  // torch's cross_entropy ignore_index
+
+class BestFitOp final : public tokens::detail::TokenSequenceOp {
+ public:
+  BestFitOp(std::shared_ptr<const TokenCorpus> corpus, std::shared_ptr<const BestFitPlan> plan,
+            int64_t pad_token)
+      : corpus_(std::move(corpus)),
+        plan_(std::move(plan)),
+        pad_token_(pad_token),
+        seq_len_(plan_->seq_len()),
+        fingerprint_(corpus_->Fingerprint()) {}
+
+  std::unique_ptr<OpState> NewState() const override {
+    return std::make_unique<BestFitState>(seq_len_);
+  }
+  uint64_t DataFingerprint() const override { return fingerprint_; }
+  uint64_t ConfigFingerprint() const override {
+    std::string s = "best_fit:";
+    core::detail::PutFixed64(&s, seq_len_);
+    core::detail::PutFixed64(&s, static_cast<uint64_t>(pad_token_));
+    return core::detail::Fnv1a64(s.data(), s.size());
+  }
+  uint64_t num_sequences() const override { return plan_->num_sequences(); }
+  uint64_t seq_len() const override { return seq_len_; }
+
+  Status Fill(uint64_t index, Sample& sample, OpState* state) const override {
+    auto& st = *static_cast<BestFitState*>(state);
+    const std::span<const BestFitPlan::Piece> pieces = plan_->sequence(index);
+    SampleLocation& loc = sample.location();
+    const uint64_t first = pieces.front().begin;
+    const size_t src = corpus_->SourceOf(first);
+    const TokenSource& source = corpus_->source(src);
+    loc.file = source.path();
+    loc.offset = static_cast<int64_t>((first - corpus_->source_offset(src)) *
+                                      TokenDTypeSize(source.dtype()));
+    loc.key = "sequence " + std::to_string(index);
+
+    auto* input_ids = sample.output_as<int64_t>(kTokenInputIds);
+    auto* labels = sample.output_as<int64_t>(kTokenLabels);
+    auto* position_ids = sample.output_as<int64_t>(kTokenPositionIds);
+    auto* document_ids = sample.output_as<int64_t>(kTokenDocumentIds);
+    uint64_t j = 0;
+    size_t segments = 0;
+    for (const BestFitPlan::Piece& p : pieces) {
+      // A piece that does not end its document has its next token as the
+      // last label.
+      const uint64_t n = p.length, read = n + (p.ends_document ? 0 : 1);
+      FEEDLINE_RETURN_IF_ERROR(corpus_->Read(p.begin, p.begin + read, st.tokens.data()));
+      st.row_starts[segments] = static_cast<int32_t>(j);
+      const auto doc = static_cast<int64_t>(segments++);
+      for (uint64_t k = 0; k < n; ++k, ++j) {
+        input_ids[j] = st.tokens[k];
+        labels[j] = k + 1 < read ? st.tokens[k + 1] : kIgnoreIndex;
+        position_ids[j] = static_cast<int64_t>(k);
+        document_ids[j] = doc;
+      }
+    }
+    if (j < seq_len_) st.row_starts[segments++] = static_cast<int32_t>(j);
+    for (int64_t k = 0; j < seq_len_; ++j, ++k) {
+      input_ids[j] = pad_token_;
+      labels[j] = kIgnoreIndex;
+      position_ids[j] = k;
+      document_ids[j] = -1;
+    }
+    tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(), segments, seq_len_);
+    return Status::OK();
+  }
+
+ private:
+  std::shared_ptr<const TokenCorpus> corpus_;
+  std::shared_ptr<const BestFitPlan> plan_;
+  int64_t pad_token_;
+  uint64_t seq_len_;
+  uint64_t fingerprint_;
+};
+
+}  // namespace
+
+Result<Pipeline> TokenBestFitPipeline(std::shared_ptr<const TokenCorpus> corpus,
+                                      std::shared_ptr<const BestFitPlan> plan, int64_t pad_token) {
+  if (corpus == nullptr || plan == nullptr) {
+    return InvalidArgumentError("TokenBestFitPipeline: no corpus or no plan");
+  }
+  if (pad_token < 0) {
+    return InvalidArgumentError("pad_token must be a token id >= 0, got " +
+                                std::to_string(pad_token));
+  }
+  if (plan->num_tokens() != corpus->num_tokens()) {
+    return InvalidArgumentError("the best-fit plan covers " + std::to_string(plan->num_tokens()) +
+                                " tokens, the corpus has " + std::to_string(corpus->num_tokens()));
+  }
+  if (plan->num_sequences() == 0) return InvalidArgumentError("the token corpus is empty");
+  Pipeline p;
+  p.num_samples = plan->num_sequences();
+  p.fields = tokens::detail::TokenFields(plan->seq_len());
+  p.ops.push_back(std::make_shared<BestFitOp>(std::move(corpus), std::move(plan), pad_token));
+  return p;
+}
+
+}  // namespace feedline
