@@ -294,7 +294,8 @@ class PyLoader {
 
   std::vector<std::string> classes_;
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
-  std::vector<std::pair<size_t, std::shared_ptr<PyOpStats>>> python_stats_;  // (op index, GIL times)
+  std::vector<std::pair<size_t, std::shared_ptr<PyOpStats>>>
+      python_stats_;  // (op index, GIL times)
   std::unique_ptr<Loader> loader_;
 };
 
@@ -435,8 +436,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("members", &ImageChain::members)
       .def_readwrite("suffix", &ImageChain::suffix)
       .def_property(
-          "run",
-          [](const ImageChain& c) { return c.run ? c.run->get() : py::object(py::none()); },
+          "run", [](const ImageChain& c) { return c.run ? c.run->get() : py::object(py::none()); },
           [](ImageChain& c, py::object fn) { c.run = std::make_shared<PyHandle>(std::move(fn)); });
   py::class_<PyRecipe>(m, "PyRecipe")
       .def(py::init<>())

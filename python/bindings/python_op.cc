@@ -54,8 +54,8 @@ std::string PyLine(const py::handle& obj) {
 Status PythonError(const std::string& op, py::error_already_set& e) {
   std::string text;
   try {
-    py::list lines = py::module_::import("traceback")
-                         .attr("format_exception")(e.type(), e.value(), e.trace());
+    py::list lines =
+        py::module_::import("traceback").attr("format_exception")(e.type(), e.value(), e.trace());
     for (py::handle l : lines) text += PyLine(l);
   } catch (...) {
     PyErr_Clear();
@@ -255,10 +255,10 @@ class PythonChainOp final : public SampleOp {
     MidSpec mid;
     const Status st = CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
       // A view of the pixels: the Python side copies them into its PIL image.
-      py::array pixels(py::dtype("uint8"),
-                       {static_cast<py::ssize_t>(h.height), static_cast<py::ssize_t>(h.width),
-                        py::ssize_t{3}},
-                       h.pixels.data(), py::none());
+      py::array pixels(
+          py::dtype("uint8"),
+          {static_cast<py::ssize_t>(h.height), static_cast<py::ssize_t>(h.width), py::ssize_t{3}},
+          h.pixels.data(), py::none());
       py::tuple out = c_->chain.run->get()(pixels, seed);
       mid.pil = out[1].cast<bool>();
       FEEDLINE_RETURN_IF_ERROR(
@@ -319,7 +319,8 @@ class SuffixOp final : public SampleOp {
     }
     std::vector<float>& v = h.values;
     LoadValues(h.mid, h.mid_bytes, &v);
-    const size_t plane = out.shape.size() == 3 ? static_cast<size_t>(out.shape[1] * out.shape[2]) : 1;
+    const size_t plane =
+        out.shape.size() == 3 ? static_cast<size_t>(out.shape[1] * out.shape[2]) : 1;
     bool is_uint8 = h.mid.dtype == DType::kUInt8;
     for (const SuffixStep& st : steps) {
       switch (st.kind) {
@@ -462,7 +463,8 @@ std::string MidSpec::ToString() const {
   if (pil) {
     return "PIL image " + std::to_string(shape.size() > 1 ? shape[1] : 0) + "x" +
            std::to_string(shape.empty() ? 0 : shape[0]) +
-           (shape.size() == 3 ? " with " + std::to_string(shape[2]) + " channels" : " (one channel)");
+           (shape.size() == 3 ? " with " + std::to_string(shape[2]) + " channels"
+                              : " (one channel)");
   }
   return std::string(DTypeName(dtype)) + " tensor " + ShapeText(shape);
 }
@@ -513,9 +515,9 @@ Result<FieldSpec> PlanSuffix(const std::vector<SuffixStep>& steps, const MidSpec
         break;
       case SuffixStep::Kind::kNormalize: {
         if (pil || f.dtype == DType::kUInt8) {
-          return InvalidArgumentError(
-              "Normalize after the Python members gets a " +
-              std::string(pil ? "PIL image" : "uint8 tensor") + ": torchvision needs a float tensor");
+          return InvalidArgumentError("Normalize after the Python members gets a " +
+                                      std::string(pil ? "PIL image" : "uint8 tensor") +
+                                      ": torchvision needs a float tensor");
         }
         const size_t c = f.shape.size() == 3 ? static_cast<size_t>(f.shape[0]) : 0;
         if (c == 0 || (st.mean.size() != 1 && st.mean.size() != c) ||

@@ -25,8 +25,8 @@
 #include "feedline/image.h"
 #include "feedline/loader.h"
 #include "feedline/pipeline_builder.h"
-#include "feedline/source.h"
 #include "feedline/sample.h"
+#include "feedline/source.h"
 
 namespace feedline::python {
 

@@ -53,7 +53,8 @@ Result<Inner> InnerPipeline(const Source& source, const SampleSpec& spec, const 
       if (recipe.chain) {
         ChainOps ops = MakeImageChainOps(*recipe.chain, offset, learned);
         if (learned) {
-          FEEDLINE_ASSIGN_OR_RETURN(FieldSpec f, PlanSuffix(recipe.chain->suffix, *learned, "image"));
+          FEEDLINE_ASSIGN_OR_RETURN(FieldSpec f,
+                                    PlanSuffix(recipe.chain->suffix, *learned, "image"));
           p.fields.push_back(f);
         } else {
           p.fields.push_back({"image", DType::kUInt8, {1}});  // probe: a placeholder

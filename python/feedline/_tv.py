@@ -399,7 +399,9 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
     if bad and not strict:
         split = _split(transform, exact)
         if split is not None:
-            reasons = {b.position: b.reason for b in bad}
+            reasons: dict = {}
+            for b in bad:
+                reasons[b.position] = f"{reasons[b.position]}; {b.reason}" if b.position in reasons else b.reason
             split.python_members = [UnsupportedMember(p.position, p.member, reasons.get(p.position, p.reason))
                                     for p in split.python_members]
             return split

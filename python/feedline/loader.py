@@ -3,15 +3,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, SupportsIndex,
-                    Tuple, TypeVar, Union)
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    NoReturn,
+    Optional,
+    SupportsIndex,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import numpy as np
 import torch
 
-from . import _C
-from . import _fields
-from . import _pyops
+from . import _C, _fields, _pyops
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
