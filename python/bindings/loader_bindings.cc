@@ -23,6 +23,7 @@
 #include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
 #include "python/bindings/errors.h"
+#include "python/bindings/python_op.h"
 
 namespace py = pybind11;
 
@@ -53,10 +54,14 @@ py::array FieldArray(const Batch& b, size_t i) {
   return py::array(NumpyDType(f.dtype), shape, b.data(i), base);
 }
 
+// Fields a map= op reads: in the batch buffer, not shown to Python.
+constexpr std::string_view kHiddenPrefix = "@in:";
+
 py::dict BatchDict(const Batch& b) {
   py::dict d;
   py::list fields, names, dtypes;
   for (size_t i = 0; i < b.num_fields(); ++i) {
+    if (b.field(i).name.starts_with(kHiddenPrefix)) continue;  // map='s inputs
     if (b.field(i).kind == FieldKind::kBytes) {
       // One bytes object per sample (copied: they are small and Python owns them).
       py::list values;
@@ -95,7 +100,8 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
   py::list ops;
   for (const OpMetrics& op : m.ops) {
     ops.append(py::dict(py::arg("name") = PyText(op.name), py::arg("items") = op.items,
-                        py::arg("errors") = op.errors, py::arg("busy_s") = op.busy_ns / 1e9));
+                        py::arg("errors") = op.errors, py::arg("busy_s") = op.busy_ns / 1e9,
+                        py::arg("python") = false));
   }
   d["ops"] = ops;
   py::list workers;
@@ -162,17 +168,29 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
 class PyLoader {
  public:
   PyLoader(const std::string& root, const SampleSpec& spec, const LoaderOptions& options,
-           const SourceOptions& source_options) {
-    // The GIL is released while sources are listed and workers start.
+           const SourceOptions& source_options, const PyRecipe& recipe) {
+    // The GIL is released while sources are listed, the first sample runs
+    // for the Python ops' shapes, and workers start.
     Result<std::unique_ptr<Loader>> loader = [&]() -> Result<std::unique_ptr<Loader>> {
       py::gil_scoped_release release;
       FEEDLINE_ASSIGN_OR_RETURN(Source source, OpenSource(root, source_options));
       classes_ = source.classes;
       folder_ = source.folder;
-      FEEDLINE_ASSIGN_OR_RETURN(Pipeline pipeline, BuildPipeline(source, spec));
-      return Loader::Create(std::move(pipeline), options);
+      Result<Pipeline> pipeline =
+          recipe.chain || recipe.map
+              ? BuildPythonPipeline(source, spec, recipe, options, &python_stats_)
+              : BuildPipeline(source, spec);
+      FEEDLINE_RETURN_IF_ERROR(pipeline.status());
+      return Loader::Create(std::move(*pipeline), options);
     }();
     loader_ = ValueOrThrow(std::move(loader));
+  }
+  // Python ops take the GIL in their workers: joining them needs it released.
+  ~PyLoader() {
+    if (loader_ != nullptr) {
+      py::gil_scoped_release release;
+      loader_.reset();
+    }
   }
   // Over a pipeline another recipe built (tokens: TokenWindowPipeline).
   PyLoader(const Pipeline& pipeline, const LoaderOptions& options) {
@@ -224,7 +242,19 @@ class PyLoader {
     }
     ThrowIfError(st);
   }
-  py::dict Metrics() { return MetricsDict(Get().Metrics()); }
+  // The engine's metrics; a Python op's entry adds its GIL times.
+  py::dict Metrics() {
+    py::dict d = MetricsDict(Get().Metrics());
+    py::list ops = d["ops"];
+    for (const auto& [index, stats] : python_stats_) {
+      if (index >= ops.size()) continue;
+      py::dict op = ops[index];
+      op["python"] = true;
+      op["gil_wait_s"] = stats->gil_wait_ns.load(std::memory_order_relaxed) / 1e9;
+      op["gil_held_s"] = stats->gil_held_ns.load(std::memory_order_relaxed) / 1e9;
+    }
+    return d;
+  }
   uint64_t NumBatches() { return Get().num_batches(); }
   uint64_t Epoch() { return Get().epoch(); }
   uint32_t NumThreads() { return Get().num_threads(); }
@@ -264,6 +294,8 @@ class PyLoader {
 
   std::vector<std::string> classes_;
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
+  std::vector<std::pair<size_t, std::shared_ptr<PyOpStats>>>
+      python_stats_;  // (op index, GIL times)
   std::unique_ptr<Loader> loader_;
 };
 
@@ -378,6 +410,43 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("max_record_bytes", &SampleSpec::max_record_bytes)
       .def_readwrite("fields", &SampleSpec::fields);
 
+  // Python ops (docs/python_ops.md).
+  py::class_<SuffixStep> step(m, "SuffixStep");
+  py::enum_<SuffixStep::Kind>(step, "Kind")
+      .value("TO_TENSOR", SuffixStep::Kind::kToTensor)
+      .value("PIL_TO_TENSOR", SuffixStep::Kind::kPilToTensor)
+      .value("TO_IMAGE", SuffixStep::Kind::kToImage)
+      .value("TO_DTYPE", SuffixStep::Kind::kToDtype)
+      .value("NORMALIZE", SuffixStep::Kind::kNormalize);
+  step.def(py::init<>())
+      .def_readwrite("kind", &SuffixStep::kind)
+      .def_readwrite("dtype", &SuffixStep::dtype)
+      .def_readwrite("scale", &SuffixStep::scale)
+      .def_readwrite("mean", &SuffixStep::mean)
+      .def_readwrite("std", &SuffixStep::std);
+  py::class_<ImageChain> chain(m, "ImageChain");
+  py::enum_<ImageChain::Prefix>(chain, "Prefix")
+      .value("DECODE", ImageChain::Prefix::kDecode)
+      .value("TRANSFORM", ImageChain::Prefix::kTransform)
+      .value("RESIZE_SHORT", ImageChain::Prefix::kResizeShort);
+  chain.def(py::init<>())
+      .def_readwrite("prefix", &ImageChain::prefix)
+      .def_readwrite("transform", &ImageChain::transform)
+      .def_readwrite("name", &ImageChain::name)
+      .def_readwrite("members", &ImageChain::members)
+      .def_readwrite("suffix", &ImageChain::suffix)
+      .def_property(
+          "run", [](const ImageChain& c) { return c.run ? c.run->get() : py::object(py::none()); },
+          [](ImageChain& c, py::object fn) { c.run = std::make_shared<PyHandle>(std::move(fn)); });
+  py::class_<PyRecipe>(m, "PyRecipe")
+      .def(py::init<>())
+      .def_readwrite("chain", &PyRecipe::chain)
+      .def_property(
+          "map", [](const PyRecipe& r) { return r.map ? r.map->get() : py::object(py::none()); },
+          [](PyRecipe& r, py::object fn) {
+            r.map = fn.is_none() ? nullptr : std::make_shared<PyHandle>(std::move(fn));
+          });
+
   py::class_<HttpOptions>(m, "HttpOptions")
       .def(py::init<>())
       .def_readwrite("connect_timeout_ms", &HttpOptions::connect_timeout_ms)
@@ -428,9 +497,9 @@ void RegisterLoader(py::module_& m) {
 
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const SampleSpec&, const LoaderOptions&,
-                    const SourceOptions&>(),
+                    const SourceOptions&, const PyRecipe&>(),
            py::arg("root"), py::arg("spec"), py::arg("options"),
-           py::arg("source") = SourceOptions())
+           py::arg("source") = SourceOptions(), py::arg("recipe") = PyRecipe())
       .def(py::init<const Pipeline&, const LoaderOptions&>(), py::arg("pipeline"),
            py::arg("options"))
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)

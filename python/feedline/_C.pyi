@@ -129,10 +129,42 @@ class Pipeline:  # a recipe's output (sample.h), handed to Loader
     @property
     def fields(self) -> List[str]: ...
 
+class SuffixStep:  # a native member after a Compose's Python middle (python_op.h)
+    class Kind:
+        TO_TENSOR: ClassVar["SuffixStep.Kind"]
+        PIL_TO_TENSOR: ClassVar["SuffixStep.Kind"]
+        TO_IMAGE: ClassVar["SuffixStep.Kind"]
+        TO_DTYPE: ClassVar["SuffixStep.Kind"]
+        NORMALIZE: ClassVar["SuffixStep.Kind"]
+    kind: "SuffixStep.Kind"
+    dtype: DType
+    scale: bool
+    mean: List[float]
+    std: List[float]
+    def __init__(self) -> None: ...
+
+class ImageChain:  # a Compose split into native prefix, Python middle, native suffix (docs/python_ops.md)
+    class Prefix:
+        DECODE: ClassVar["ImageChain.Prefix"]
+        TRANSFORM: ClassVar["ImageChain.Prefix"]
+        RESIZE_SHORT: ClassVar["ImageChain.Prefix"]
+    prefix: "ImageChain.Prefix"
+    transform: ImageTransform
+    name: str  # "python:MyOp+RandomRotation"
+    members: str
+    suffix: List[SuffixStep]
+    run: Any  # callable(pixels, seed) -> (array, is_pil, dtype name)
+    def __init__(self) -> None: ...
+
+class PyRecipe:  # the Python ops of a loader: a chain for the image, a map= function
+    chain: Optional[ImageChain]
+    map: Any  # callable(values, seed) -> [(value, dtype name)], or None
+    def __init__(self) -> None: ...
+
 class Loader:  # one engine loader over any source OpenSource knows, or a recipe's pipeline
     @overload
     def __init__(self, root: Union[str, bytes], spec: SampleSpec, options: LoaderOptions,
-                 source: SourceOptions = ...) -> None: ...
+                 source: SourceOptions = ..., recipe: PyRecipe = ...) -> None: ...
     @overload
     def __init__(self, pipeline: Pipeline, options: LoaderOptions) -> None: ...
     def next(self, poll_s: float = ...) -> Optional[Dict[str, Any]]: ...

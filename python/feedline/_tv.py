@@ -7,14 +7,17 @@ CenterCrop), an optional horizontal flip, the conversion to a tensor
 (ToTensor, PILToTensor, ToImage, ToDtype / ConvertImageDtype) and an optional
 Normalize. Whatever has no native equivalent with exactly torchvision's
 semantics is named (position, repr, why) in an UnsupportedTransformError;
-nothing is ever dropped. Running such members as Python ops is the next step
-of the issue and is not implemented yet.
+nothing is ever dropped. With strict=False such members run as Python ops
+(docs/python_ops.md): the Compose is split into a native prefix (decode and
+geometry), a Python middle and a native suffix (ToTensor, ToDtype,
+Normalize), carried by a _C.ImageChain.
 
 torchvision is never imported here: members are recognised by their class's
 name and module, so that `import feedline` stays light and works without it.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -59,8 +62,12 @@ class Translation:
     """What a torchvision transform became: the native transform and, for
     each member, the native stage it maps onto."""
     source: Any
-    transform: _C.ImageTransform
+    transform: _C.ImageTransform  # with `chain`: the native prefix's geometry
     members: List[Tuple[str, str, str]] = field(default_factory=list)  # (position, repr, native stage)
+    # strict=False and members without a native equivalent: the split Compose
+    # (docs/python_ops.md), and the members that run in Python, with why.
+    chain: Optional[_C.ImageChain] = None
+    python_members: List[UnsupportedMember] = field(default_factory=list)
 
 
 def _tv_name(obj: Any) -> Tuple[Optional[str], int]:
@@ -253,12 +260,119 @@ def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
     return [_NOT_NATIVE.get(name, "no native op yet")], ""
 
 
+_PREFIX_MEMBERS = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip")
+
+
+def _suffix_step(m: Any, last: bool) -> Optional[_C.SuffixStep]:
+    """The native step for a member after the Python middle, or None."""
+    name, _ = _tv_name(m)
+    step = _C.SuffixStep()
+    K = _C.SuffixStep.Kind
+    if name == "ToTensor":
+        step.kind = K.TO_TENSOR
+    elif name == "PILToTensor":
+        step.kind = K.PIL_TO_TENSOR
+    elif name == "ToImage":
+        step.kind = K.TO_IMAGE
+    elif name in ("ToDtype", "ConvertImageDtype"):
+        dtype = m.dtype
+        # float16/bfloat16 only last: later arithmetic would run at that precision in torch.
+        if isinstance(dtype, dict) or dtype not in _FLOAT_DTYPES or (dtype != torch.float32 and not last):
+            return None
+        step.kind, step.dtype = K.TO_DTYPE, _FLOAT_DTYPES[dtype]
+        step.scale = True if name == "ConvertImageDtype" else bool(getattr(m, "scale", False))
+    elif name == "Normalize":
+        step.kind = K.NORMALIZE
+        step.mean, step.std = [float(v) for v in m.mean], [float(v) for v in m.std]
+    else:
+        return None
+    return step
+
+
+def _stable_name(m: Any) -> str:
+    """A member as the resume fingerprint sees it: torchvision members by
+    their repr (parameters), others by where they are defined (a default
+    repr holds an address, which changes from run to run)."""
+    if _tv_name(m)[0] is not None:
+        return _short_repr(m)
+    if hasattr(m, "__code__"):
+        return f"{m.__module__}.{m.__qualname__}"
+    return f"{type(m).__module__}.{type(m).__qualname__}"
+
+
+def _split(transform: Any, exact: bool) -> Optional[Translation]:
+    """The Compose as native prefix + Python middle + native suffix, or None
+    when no member would run in Python."""
+    from ._pyops import chain_runner
+    members = _flatten(transform)
+    st, end = _State(), 0
+    native: List[Tuple[str, str, str]] = []
+    for i, (pos, m) in enumerate(members):
+        if _tv_name(m)[0] not in _PREFIX_MEMBERS:
+            break
+        trial = copy.deepcopy(st)
+        why, stage = _translate_member(trial, pos, m)
+        if why or (trial.flip_p is not None and trial.flip_before_geometry and trial.geometry not in (None, "rrc")):
+            break
+        st, end = trial, i + 1
+        native.append((pos, _short_repr(m), stage))
+    if st.geometry is None:  # a flip alone is not a prefix: decode only
+        st, end, native = _State(), 0, []
+    start = len(members)
+    steps: List[_C.SuffixStep] = []
+    tail: List[Tuple[str, str, str]] = []
+    for j in range(len(members) - 1, end - 1, -1):
+        step = _suffix_step(members[j][1], j == len(members) - 1)
+        if step is None:
+            break
+        steps.insert(0, step)
+        tail.insert(0, (members[j][0], _short_repr(members[j][1]), "native, after the Python members"))
+        start = j
+    middle = members[end:start]
+    if not middle:
+        return None
+    chain = _C.ImageChain()
+    t = _C.ImageTransform()
+    P = _C.ImageChain.Prefix
+    if st.geometry is None:
+        chain.prefix = P.DECODE
+    elif st.geometry == "resize_short" and not st.cropped:
+        chain.prefix = P.RESIZE_SHORT
+        t.resize_size = st.resize_short
+    else:
+        chain.prefix = P.TRANSFORM
+        t.crop = {"rrc": _C.CropMode.RANDOM_RESIZED, "resize_short": _C.CropMode.RESIZE_CENTER,
+                  "resize_exact": _C.CropMode.RESIZE_FULL}[st.geometry]
+        t.height, t.width = st.size
+        t.scale, t.ratio = st.scale, st.ratio
+        if st.geometry == "resize_short":
+            t.resize_size = st.resize_short
+    t.hflip_prob = st.flip_p or 0.0
+    t.interpolation = st.interpolation
+    t.dtype, t.layout, t.normalize = _C.DType.uint8, _C.Layout.HWC, False
+    t.dct_scaling = not exact
+    chain.transform = t
+    names = []
+    for _pos, m in middle:
+        n = getattr(m, "__name__", None) if hasattr(m, "__code__") else type(m).__name__
+        names.append(n or type(m).__name__)
+    chain.name = "python:" + "+".join(names)
+    chain.members = "|".join(f"{pos}:{_stable_name(m)}" for pos, m in members)
+    chain.suffix = steps
+    chain.run = chain_runner([(pos, _short_repr(m), m) for pos, m in middle])
+    python = [UnsupportedMember(pos, _short_repr(m), "runs in Python") for pos, m in middle]
+    native += [(pos, r, "python") for pos, r in ((p, _short_repr(m)) for p, m in middle)] + tail
+    return Translation(transform, t, native, chain, python)
+
+
 def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Translation:
-    """The native Translation of a torchvision Compose (v1 or v2) or one of
-    its members. Raises UnsupportedTransformError naming every member that
-    has no native equivalent. `strict` refuses Python fallbacks; they are not
-    implemented yet, so today both settings raise. `exact` decodes JPEGs at
-    full size (PIL's exact input) instead of a reduced DCT scale."""
+    """The Translation of a torchvision Compose (v1 or v2) or one of its
+    members. Natively if every member has a native equivalent; otherwise,
+    with strict=False, split into native prefix, Python middle and native
+    suffix (Translation.chain; docs/python_ops.md); with strict=True it
+    raises UnsupportedTransformError naming every member that has no native
+    equivalent. `exact` decodes JPEGs at full size (PIL's exact input)
+    instead of a reduced DCT scale."""
     st = _State()
     bad: List[UnsupportedMember] = []
     members: List[Tuple[str, str, str]] = []
@@ -282,10 +396,19 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
     if st.tensor is None:
         bad.append(UnsupportedMember("-", whole, "no ToTensor, PILToTensor or ToImage: torchvision would return "
                                      "a PIL image, which cannot be batched"))
+    if bad and not strict:
+        split = _split(transform, exact)
+        if split is not None:
+            reasons: dict = {}
+            for b in bad:
+                reasons[b.position] = f"{reasons[b.position]}; {b.reason}" if b.position in reasons else b.reason
+            split.python_members = [UnsupportedMember(p.position, p.member, reasons.get(p.position, p.reason))
+                                    for p in split.python_members]
+            return split
     if bad:
         lines = "\n".join(f"  {b.member} at position {b.position}: {b.reason}" for b in bad)
-        tail = ("strict=True refuses Python fallbacks" if strict else
-                "running these members as Python ops (the fallback) is not implemented yet")
+        tail = ("strict=True refuses Python fallbacks (strict=False runs such members as Python ops)" if strict else
+                "no member would run in Python, so a Python fallback cannot help")
         raise UnsupportedTransformError(
             f"cannot run this torchvision transform natively ({len(bad)} problem{'s' * (len(bad) != 1)}); "
             f"{tail}:\n{lines}", bad)
@@ -309,8 +432,14 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
 
 def from_torchvision(transform: Any, strict: bool = True, *, exact: bool = False) -> _C.ImageTransform:
     """The native ImageTransform that does what torchvision `transform` (a
-    Compose, v1 or v2, or one member) does to a PIL image (see translate)."""
-    return translate(transform, strict, exact=exact).transform
+    Compose, v1 or v2, or one member) does to a PIL image (see translate).
+    A Compose that needs Python ops has none: pass it to feedline.Loader."""
+    t = translate(transform, strict, exact=exact)
+    if t.chain is not None:
+        lines = "\n".join(f"  {b.member} at position {b.position}: {b.reason}" for b in t.python_members)
+        raise UnsupportedTransformError("this transform needs Python ops, which only a feedline.Loader runs "
+                                        f"(pass it as transform=):\n{lines}", t.python_members)
+    return t.transform
 
 
 def is_torchvision(transform: Any) -> bool:

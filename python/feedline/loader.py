@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Any,
+    Callable,
     Dict,
     Iterator,
     List,
@@ -21,7 +22,7 @@ from typing import (
 import numpy as np
 import torch
 
-from . import _C, _fields
+from . import _C, _fields, _pyops
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
@@ -88,13 +89,23 @@ class Loader:
         transform: from feedline.transforms (default imagenet_train(224)),
             or a torchvision Compose (v1 or v2) or one of its members,
             translated into the native transform with its parameters
-            (feedline.transforms.from_torchvision); a member with no native
-            equivalent raises UnsupportedTransformError naming it.
+            (feedline.transforms.from_torchvision); members with no native
+            equivalent (your own classes, lambdas, RandomRotation, ...) run
+            as Python ops on the worker threads, given what torchvision
+            would give them there (docs/python_ops.md); the output shape is
+            learned by running the first sample once at creation.
             `transform_source` then records the translation.
             With `fields`, it applies to every image field, or give a dict
             {field name: transform}.
-        strict: refuse Python fallbacks for untranslatable torchvision
-            members (they are not implemented yet: both settings raise).
+        strict: refuse Python fallbacks: a member with no native equivalent
+            raises UnsupportedTransformError naming it.
+        map: fn(sample dict) -> sample dict, per sample on the worker
+            threads after the native ops ({"image": tensor, "label": int},
+            or the sample's fields); same keys, shapes learned from the
+            first sample at creation (docs/python_ops.md).
+        batch_map: fn(batch) -> anything, on each collated batch (the
+            dict, or the (images, labels) pair), on a background thread
+            feeding the loop through a queue of one batch.
         fields: samples with several named fields (docs/fields.md), e.g.
             {"image": "jpg;png", "label": "cls", "caption": "txt", "meta":
             "json", "depth": "npy"}: each value lists the parts of a sample
@@ -171,6 +182,8 @@ class Loader:
                  read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
                  max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, strict: bool = False,
                  fields: Optional[Mapping[str, _fields.FieldValue]] = None, collate: str = "stack",
+                 map: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+                 batch_map: Optional[Callable[[Any], Any]] = None,
                  _raw_max_bytes: int = 0, _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
@@ -236,10 +249,15 @@ class Loader:
                 raise ValueError(f"transform names {unknown}, which are not image fields (image fields: "
                                  f"{sorted(images)})")
             for name in images:
-                field_transforms[name], _ = _native_transform(transform.get(name), strict)
+                field_transforms[name], t_src = _native_transform(transform.get(name), strict)
+                if t_src is not None and t_src.chain is not None:
+                    _no_chain_with_fields(t_src)
             self.transform = next(iter(field_transforms.values()), _transforms.imagenet_train())
         else:
             self.transform, self.transform_source = _native_transform(transform, strict)
+            if self.fields is not None and self.transform_source is not None and \
+                    self.transform_source.chain is not None:
+                _no_chain_with_fields(self.transform_source)
             if self.fields is not None:
                 field_transforms = {f.name: self.transform for f in self.fields if f.kind == "image"}
         src = _C.SourceOptions()
@@ -264,12 +282,35 @@ class Loader:
             spec.max_record_bytes = int(_raw_max_bytes)
         else:
             spec.transform = self.transform
+        recipe = _C.PyRecipe()
+        if self.transform_source is not None and self.transform_source.chain is not None:
+            recipe.chain = self.transform_source.chain
+        if map is not None:
+            if not callable(map):
+                raise TypeError(f"map must be callable, got {type(map).__name__}")
+            if self.fields is not None:
+                names, kinds = [f.name for f in self.fields], [f.kind for f in self.fields]
+            elif _raw_max_bytes > 0:
+                names, kinds = ["bytes", "length", "label"], ["tensor", "label", "label"]
+            else:
+                names, kinds = ["image", "label"], ["image", "label"]
+            recipe.map = _pyops.map_runner(map, names, kinds)
+        if batch_map is not None:
+            if not callable(batch_map):
+                raise TypeError(f"batch_map must be callable, got {type(batch_map).__name__}")
+            if self._feeder is not None:
+                raise ValueError("batch_map with device= is not supported: move the tensors in batch_map itself")
+        self._batch_map = batch_map
+        self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
+        self._batch_map_state: Optional[bytes] = None
         # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
         if _pipeline is not None:
             self._options = o  # feedline.TokenLoader rebuilds its mixture on resume
+            if map is not None:
+                raise ValueError("map is not supported by this loader")
             self._loader = _C.Loader(_pipeline, o)
         else:
-            self._loader = _C.Loader(os.fsencode(self.source), spec, o, src)
+            self._loader = _C.Loader(os.fsencode(self.source), spec, o, src, recipe)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
         self._mid_epoch = False
@@ -280,7 +321,14 @@ class Loader:
         return self._loader.num_batches
 
     def __iter__(self) -> Iterator[Any]:
-        """(images, labels) per batch; with `fields`, a dict per batch."""
+        """(images, labels) per batch; with `fields`, a dict per batch;
+        with `batch_map`, what it returns for each."""
+        if self._batch_map is not None:
+            yield from self._batch_mapped()
+            return
+        yield from self._collated()
+
+    def _collated(self) -> Iterator[Any]:
         if self.fields is not None:
             yield from self._field_dicts()
             return
@@ -297,6 +345,38 @@ class Loader:
             del batch
             yield out
             del out
+
+    def _with_states(self) -> Iterator[Tuple[Any, bytes]]:
+        # Each batch with the engine's position right after it: the state to
+        # save once the loop has taken it (the thread runs ahead of the loop).
+        for item in self._collated():
+            yield item, self._loader.state()
+            del item
+
+    def _batch_mapped(self) -> Iterator[Any]:
+        assert self._batch_map is not None
+        self._stop_batch_map()
+        self._batch_map_state = self._loader.state() if self._resume_pending else None
+        thread = _pyops.BatchMapThread(self._with_states(), self._batch_map)
+        self._batch_map_thread = thread
+        try:
+            while True:
+                kind, value, state = thread.get()
+                if kind == "end":
+                    self._batch_map_state = None
+                    return
+                if kind == "error":
+                    raise value
+                self._batch_map_state = state
+                yield value
+                del value
+        finally:
+            self._stop_batch_map()
+
+    def _stop_batch_map(self) -> None:
+        thread, self._batch_map_thread = self._batch_map_thread, None
+        if thread is not None:
+            thread.close()
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` at its first batch (as DistributedSampler.set_epoch)."""
@@ -399,11 +479,15 @@ class Loader:
     # -- resume ------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
         """The position before the next batch: small, versioned, no data."""
+        if self._batch_map_state is not None:  # batch_map's thread may have taken batches ahead
+            return {"version": _STATE_VERSION, "sampler": self._batch_map_state}
         return {"version": _STATE_VERSION, "sampler": self._loader.state()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues from `state` (the next iteration resumes mid-epoch).
         Raises ValueError when seed, dataset size or options differ."""
+        self._stop_batch_map()
+        self._batch_map_state = None
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             version = state.get("version") if isinstance(state, dict) else None
             raise ValueError(f"not a feedline loader state (version {version}, this build reads {_STATE_VERSION})")
@@ -416,7 +500,9 @@ class Loader:
     def stats(self) -> Dict[str, Any]:
         """A snapshot of the engine's metrics (per-op time, worker busy/idle,
         ring depth and bytes, consumer wait, errors by reason; with a device,
-        the copies and pinned buffers)."""
+        the copies and pinned buffers). An op's entry has "python": True
+        when it runs in Python, with "gil_wait_s" (waiting for the Python-op
+        lock and the GIL) and "gil_held_s" (running holding the GIL)."""
         m = self._loader.metrics()
         if self._feeder is not None:
             m["device"] = self._feeder.stats()
@@ -425,6 +511,8 @@ class Loader:
     def close(self) -> None:
         """Stops and joins the worker threads. Tensors already handed out
         stay valid."""
+        if getattr(self, "_batch_map_thread", None) is not None:
+            self._stop_batch_map()
         if self._feeder is not None:
             # Copies finish and buffers are unpinned while the ring is alive.
             self._feeder.close()
@@ -461,6 +549,13 @@ def _native_transform(transform: Any, strict: bool) -> Tuple[Any, Optional[_tran
         return translation.transform, translation
     raise TypeError("transform must be a feedline.transforms transform or a torchvision transform "
                     f"(Compose or member), got {type(transform).__name__}")
+
+
+def _no_chain_with_fields(t: _transforms.Translation) -> NoReturn:
+    lines = "\n".join(f"  {b.member} at position {b.position}: {b.reason}" for b in t.python_members)
+    raise _transforms.UnsupportedTransformError(
+        "Python members in the transform of an image field (fields=) are not supported yet; use a native "
+        f"transform and map=:\n{lines}", t.python_members)
 
 
 class RecordLoader(Loader):

@@ -283,12 +283,14 @@ def test_every_unsupported_member_is_named_with_position_and_reason(dataset, nam
     assert err.members and err.members[0].position == "1"
     assert name in err.members[0].member and reason in err.members[0].reason, str(err)
     assert "at position 1" in str(err) and reason in str(err) and "strict=True" in str(err)
-    # strict=False would run it in Python: not implemented yet, and said so; never dropped.
-    with pytest.raises(UnsupportedTransformError, match="Python ops .* not implemented yet"):
-        translate(compose, strict=False)
-    # The Loader refuses it too, before opening anything.
+    # strict=False runs it in Python (test_python_ops.py), named with its reason; never dropped.
+    split = translate(compose, strict=False)
+    assert split.chain is not None and split.chain.name.startswith("python:")
+    named = {m.position: m for m in split.python_members}
+    assert "1" in named and reason in named["1"].reason
+    # The Loader with strict=True refuses it too, before opening anything.
     with pytest.raises(UnsupportedTransformError, match="at position 1"):
-        feedline.Loader(dataset, batch_size=8, transform=compose)
+        feedline.Loader(dataset, batch_size=8, transform=compose, strict=True)
 
 
 def test_several_unsupported_members_are_all_named():
