@@ -71,7 +71,8 @@ class MaskOpsTest : public ::testing::Test {
       for (size_t p = 0; p < size_t{mask.width} * mask.height; ++p) {
         // Values around the threshold, and colour ones (only one channel high).
         for (int c = 0; c < 3; ++c) mask.pixels[3 * p + c] = static_cast<uint8_t>(rng() % 128);
-        if (rng() % 3 == 0) mask.pixels[3 * p + rng() % 3] = static_cast<uint8_t>(128 + rng() % 128);
+        if (rng() % 3 == 0)
+          mask.pixels[3 * p + rng() % 3] = static_cast<uint8_t>(128 + rng() % 128);
         if (*std::max_element(&mask.pixels[3 * p], &mask.pixels[3 * p + 3]) >= 128) ++foreground;
       }
       auto png = EncodePng(mask);

@@ -152,9 +152,9 @@ FEEDLINE_EXPORT std::vector<Status> RegistrationErrors();
 #define FEEDLINE_REGISTER_OP_CONCAT_(a, b) FEEDLINE_REGISTER_OP_CONCAT_INNER_(a, b)
 // FEEDLINE_REGISTER_OP("name", Class): registers Class (default
 // constructible, derived from CustomOp) under "name" at load time.
-#define FEEDLINE_REGISTER_OP(name, Class)                                               \
-  static const ::feedline::OpRegistration FEEDLINE_REGISTER_OP_CONCAT_(               \
-      feedline_op_registration_, __COUNTER__)(                                        \
+#define FEEDLINE_REGISTER_OP(name, Class)                                                         \
+  static const ::feedline::OpRegistration FEEDLINE_REGISTER_OP_CONCAT_(feedline_op_registration_, \
+                                                                       __COUNTER__)(              \
       name, []() -> std::unique_ptr<::feedline::CustomOp> { return std::make_unique<Class>(); })
 
 }  // namespace feedline

@@ -100,9 +100,9 @@ FEEDLINE_EXPORT FieldSpec FieldSpecOf(const FieldRequest& request);
 // Appends the fields and ops of `requests` to `pipeline`: MakeFieldOp for
 // each kind, PlanOp (op_registry.h) for kOp. Field j of `pipeline` is the
 // batch's field output_offset + j (an offset when the pipeline's fields sit
-// after others, as a map= recipe's do). InvalidArgument for an empty or repeated field name (an op's
-// outputs included), a bytes or op field with no parts; a kOp request's
-// planning errors name the op and the field (unknown op, bad parameter).
+// after others, as a map= recipe's do). InvalidArgument for an empty or repeated field name (an
+// op's outputs included), a bytes or op field with no parts; a kOp request's planning errors name
+// the op and the field (unknown op, bad parameter).
 FEEDLINE_EXPORT Status AppendFieldOps(const std::vector<FieldRequest>& requests,
                                       bool source_has_labels, Pipeline* pipeline,
                                       size_t output_offset = 0);

@@ -21,8 +21,17 @@ import typing as _typing
 
 from . import _C as _C  # the binding module: feedline._C
 from . import transforms
-from ._C import CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError, TimeoutError
-from ._C import load_ops, registered_ops
+from ._C import (
+    CancelledError,
+    Error,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    ResourceError,
+    TimeoutError,
+    load_ops,
+    registered_ops,
+)
 from ._tv import UnsupportedTransformError
 from .loader import Batch, Loader, RecordLoader
 from .tokens import TokenLoader

@@ -142,8 +142,8 @@ Result<double> OpContext::DoubleParam(std::string_view key, double fallback) con
   errno = 0;
   const double x = std::strtod(v.c_str(), &end);
   if (v.empty() || end == nullptr || *end != '\0' || errno == ERANGE) {
-    return InvalidArgumentError("parameter '" + std::string(key) + "' must be a number, got '" +
-                                v + "'");
+    return InvalidArgumentError("parameter '" + std::string(key) + "' must be a number, got '" + v +
+                                "'");
   }
   return x;
 }
@@ -187,11 +187,12 @@ Status RegisterOp(std::string name, OpFactory factory) {
 Result<std::unique_ptr<CustomOp>> NewOp(std::string_view name) {
   OpFactory f = TheRegistry().Find(name);
   if (!f) {
-    return NotFoundError("no op named '" + std::string(name) + "' is registered (registered: " +
-                         Names(RegisteredOps()) + ")");
+    return NotFoundError("no op named '" + std::string(name) +
+                         "' is registered (registered: " + Names(RegisteredOps()) + ")");
   }
   std::unique_ptr<CustomOp> op = f();
-  if (op == nullptr) return InternalError("the factory of op '" + std::string(name) + "' gave null");
+  if (op == nullptr)
+    return InternalError("the factory of op '" + std::string(name) + "' gave null");
   return op;
 }
 
@@ -212,20 +213,20 @@ class OpPlanner {
     if (!made.ok()) return made.status().WithContext(where);
     std::unique_ptr<CustomOp> op = *std::move(made);
     op->label_ = context.op + ":" + context.field;
-    op->context_ = context;
+    const std::string field = context.field;
+    op->context_ = std::move(context);
     Result<std::vector<FieldSpec>> outputs = op->Plan(op->context_);
     if (!outputs.ok()) return outputs.status().WithContext(where);
     if (outputs->empty()) return InvalidArgumentError(where + ": Plan declared no output");
     for (const FieldSpec& f : *outputs) {
       const bool named = outputs->size() == 1
-                             ? f.name == context.field
-                             : f.name.size() > context.field.size() + 1 &&
-                                   f.name.starts_with(context.field + ".");
+                             ? f.name == field
+                             : f.name.size() > field.size() + 1 && f.name.starts_with(field + ".");
       if (!named) {
-        return InvalidArgumentError(
-            where + ": output '" + f.name + "' must be named " +
-            (outputs->size() == 1 ? "'" + context.field + "'"
-                                  : "'" + context.field + ".<name>' (the op has several)"));
+        return InvalidArgumentError(where + ": output '" + f.name + "' must be named " +
+                                    (outputs->size() == 1
+                                         ? "'" + field + "'"
+                                         : "'" + field + ".<name>' (the op has several)"));
       }
       if (f.kind == FieldKind::kTensor && f.SampleBytes() == 0) {
         return InvalidArgumentError(where + ": output '" + f.name +
@@ -246,7 +247,8 @@ Result<std::vector<std::string>> LoadOps(const std::string& path) {
   // not bind to ours, nor ours to it); only its table is read.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* why = ::dlerror();
+    // glibc keeps dlerror's message per thread.
+    const char* why = ::dlerror();  // NOLINT(concurrency-mt-unsafe)
     return NotFoundError("LoadOps: cannot load '" + path + "': " + (why ? why : "dlopen failed"));
   }
   // Never dlclose: the ops' code and vtables must outlive every pipeline.
@@ -259,10 +261,9 @@ Result<std::vector<std::string>> LoadOps(const std::string& path) {
                                    "' has no op registry (link it with feedline)");
   }
   if (abi() != kOpAbi) {
-    return FailedPreconditionError("LoadOps: '" + path +
-                                   "' was built against other feedline headers (ABI tag " +
-                                   std::to_string(abi()) + ", this one " + std::to_string(kOpAbi) +
-                                   "); rebuild it");
+    return FailedPreconditionError(
+        "LoadOps: '" + path + "' was built against other feedline headers (ABI tag " +
+        std::to_string(abi()) + ", this one " + std::to_string(kOpAbi) + "); rebuild it");
   }
   OpTable table;
   const void* id = nullptr;

@@ -3,6 +3,8 @@
 // errors that name the op and the field, and a registered op in a kFields
 // pipeline over a tar. The example ops (examples/custom_op) have their own
 // end-to-end test.
+#include "feedline/op_registry.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "feedline/loader.h"
-#include "feedline/op_registry.h"
 #include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
 #include "gtest/gtest.h"
@@ -67,8 +68,7 @@ class Declares final : public CustomOp {
   Status Apply(Sample& /*s*/, OpState* /*state*/) const override { return Status::OK(); }
 };
 
-const OpRegistration kPartLength("test_part_length",
-                                 [] { return std::make_unique<PartLength>(); });
+const OpRegistration kPartLength("test_part_length", [] { return std::make_unique<PartLength>(); });
 FEEDLINE_REGISTER_OP("test_declares", Declares);
 // A second static registration of a taken name: kept as a failure.
 const OpRegistration kDuplicate("test_declares", [] { return std::make_unique<Declares>(); });
@@ -83,7 +83,8 @@ TEST(OpRegistryTest, StaticRegistrationsAreListedAndADuplicateIsKeptAsAnError) {
   EXPECT_EQ(kDuplicate.status().code(), StatusCode::kAlreadyExists);
   const std::vector<Status> errors = RegistrationErrors();
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_TRUE(Contains(errors[0], "an op named 'test_declares' is registered already")) << errors[0];
+  EXPECT_TRUE(Contains(errors[0], "an op named 'test_declares' is registered already"))
+      << errors[0];
 }
 
 TEST(OpRegistryTest, RegisterLooksUpAndRefusesDuplicatesAndEmptyNames) {
@@ -112,8 +113,8 @@ TEST(OpRegistryTest, ConcurrentRegistrationsOfOneNameLetExactlyOneWin) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
         // Each thread also registers a name of its own and looks names up.
-        const Status mine = RegisterOp(name + "_" + std::to_string(t),
-                                       [] { return std::make_unique<Declares>(); });
+        const Status mine =
+            RegisterOp(name + "_" + std::to_string(t), [] { return std::make_unique<Declares>(); });
         EXPECT_TRUE(mine.ok()) << mine;
         const Status s = RegisterOp(name, [] { return std::make_unique<Declares>(); });
         (s.ok() ? won : refused).fetch_add(1);
@@ -142,7 +143,8 @@ TEST(OpRegistryTest, PlanErrorsNameTheOpTheFieldAndTheReason) {
   auto unknown = PlanOp(Context("no_such_op", "f"));
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(Contains(unknown.status(), "op 'no_such_op' for field 'f': no op named")) << unknown.status();
+  EXPECT_TRUE(Contains(unknown.status(), "op 'no_such_op' for field 'f': no op named"))
+      << unknown.status();
 
   auto not_int = PlanOp(Context("test_part_length", "f", {{"scale", "2x"}}));
   ASSERT_FALSE(not_int.ok());
@@ -161,7 +163,8 @@ TEST(OpRegistryTest, PlanErrorsNameTheOpTheFieldAndTheReason) {
   auto misnamed = PlanOp(Context("test_declares", "f", {{"what", "misnamed"}}));
   EXPECT_TRUE(Contains(misnamed.status(), "output 'other' must be named 'f'")) << misnamed.status();
   auto several = PlanOp(Context("test_part_length", "f", {{"rename", "g"}}));
-  EXPECT_TRUE(Contains(several.status(), "output 'g' must be named 'f.<name>'")) << several.status();
+  EXPECT_TRUE(Contains(several.status(), "output 'g' must be named 'f.<name>'"))
+      << several.status();
   auto none = PlanOp(Context("test_declares", "f", {{"what", "none"}}));
   EXPECT_TRUE(Contains(none.status(), "Plan declared no output")) << none.status();
   auto zero = PlanOp(Context("test_declares", "f", {{"what", "zero"}}));
@@ -252,7 +255,8 @@ TEST_F(OpPipelineTest, ARegisteredOpFillsItsFieldsAfterTheOthers) {
   clash.name = "len.first";
   spec.fields = {clash, OpField("len", "test_part_length")};
   auto c = BuildPipeline(*source, spec);
-  EXPECT_TRUE(Contains(c.status(), "output 'len.first' is the name of another field")) << c.status();
+  EXPECT_TRUE(Contains(c.status(), "output 'len.first' is the name of another field"))
+      << c.status();
   spec.fields = {OpField("y", "no_such_op")};
   auto u = BuildPipeline(*source, spec);
   EXPECT_EQ(u.status().code(), StatusCode::kNotFound);
