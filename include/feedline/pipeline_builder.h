@@ -19,6 +19,7 @@
 #include "feedline/export.h"
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
+#include "feedline/op_registry.h"
 #include "feedline/sample.h"
 #include "feedline/source.h"
 #include "feedline/status.h"
@@ -34,6 +35,8 @@ struct FEEDLINE_EXPORT FieldRequest {
     kJson,     // a JSON document, checked: kBytes (parsed by the consumer)
     kNdarray,  // a .npy array, its header checked against its size: kBytes (the whole .npy)
     kBytes,    // anything, as it is: kBytes
+    kOp,       // what the registered op `op` makes of its parts (op_registry.h): the
+               // FieldSpec(s) its Plan declares
   };
   std::string name;  // the batch field's name
   Kind kind = Kind::kBytes;
@@ -45,10 +48,12 @@ struct FEEDLINE_EXPORT FieldRequest {
   // its label.
   std::vector<std::string> parts;
   ImageTransform transform;  // kImage
+  std::string op;            // kOp: the registered op's name
+  OpParams params;           // kOp: its parameters
 };
 
 // "jpg jpeg png webp ..." for kImage, "cls" kLabel, "txt" kText, "json"
-// kJson, "npy" kNdarray, none for kBytes.
+// kJson, "npy" kNdarray, none for kBytes and kOp (an op's parts must be given).
 FEEDLINE_EXPORT std::vector<std::string> DefaultParts(FieldRequest::Kind kind);
 // The kind WebDataset's naming gives a part: image extensions kImage, "cls"
 // kLabel, "txt" kText, "json" kJson, "npy" kNdarray, anything else kBytes.
@@ -89,8 +94,18 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
 // label per sample (the fallbacks of FieldRequest::parts).
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeFieldOp(const FieldRequest& request,
                                                             size_t field, bool source_has_labels);
-// The batch field a request fills.
+// The batch field a request fills (not for kOp: its op's Plan says).
 FEEDLINE_EXPORT FieldSpec FieldSpecOf(const FieldRequest& request);
+
+// Appends the fields and ops of `requests` to `pipeline`: MakeFieldOp for
+// each kind, PlanOp (op_registry.h) for kOp. Field j of `pipeline` is the
+// batch's field output_offset + j (an offset when the pipeline's fields sit
+// after others, as a map= recipe's do). InvalidArgument for an empty or repeated field name (an
+// op's outputs included), a bytes or op field with no parts; a kOp request's planning errors name
+// the op and the field (unknown op, bad parameter).
+FEEDLINE_EXPORT Status AppendFieldOps(const std::vector<FieldRequest>& requests,
+                                      bool source_has_labels, Pipeline* pipeline,
+                                      size_t output_offset = 0);
 
 // Writes the sample's bytes into uint8 field `bytes_field` (capacity
 // max_bytes, zero padded) and their length into int64 field `length_field`.

@@ -20,6 +20,7 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
+#include "feedline/op_registry.h"
 #include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
 #include "python/bindings/errors.h"
@@ -389,12 +390,27 @@ void RegisterLoader(py::module_& m) {
       .value("TEXT", FieldRequest::Kind::kText)
       .value("JSON", FieldRequest::Kind::kJson)
       .value("NDARRAY", FieldRequest::Kind::kNdarray)
-      .value("BYTES", FieldRequest::Kind::kBytes);
+      .value("BYTES", FieldRequest::Kind::kBytes)
+      .value("OP", FieldRequest::Kind::kOp);
   request.def(py::init<>())
       .def_readwrite("name", &FieldRequest::name)
       .def_readwrite("kind", &FieldRequest::kind)
       .def_readwrite("parts", &FieldRequest::parts)
-      .def_readwrite("transform", &FieldRequest::transform);
+      .def_readwrite("transform", &FieldRequest::transform)
+      .def_readwrite("op", &FieldRequest::op)
+      .def_readwrite("params", &FieldRequest::params);
+  m.def("registered_ops", &RegisteredOps);
+  m.def(
+      "load_ops",
+      [](const std::string& path) {
+        // dlopen runs the library's static constructors: no GIL needed.
+        Result<std::vector<std::string>> names = [&] {
+          py::gil_scoped_release release;
+          return LoadOps(path);
+        }();
+        return ValueOrThrow(std::move(names));
+      },
+      py::arg("path"));
   m.def(
       "kind_of_part", [](const std::string& part) { return KindOfPart(part); }, py::arg("part"));
   m.def("default_parts", &DefaultParts, py::arg("kind"));

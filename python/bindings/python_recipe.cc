@@ -82,10 +82,7 @@ Result<Inner> InnerPipeline(const Source& source, const SampleSpec& spec, const 
             "use a native transform and map=");
       }
       const bool one_image = source.kind != Source::Kind::kTar;
-      for (size_t i = 0; i < spec.fields.size(); ++i) {
-        p.fields.push_back(FieldSpecOf(spec.fields[i]));
-        p.ops.push_back(MakeFieldOp(spec.fields[i], offset + i, one_image));
-      }
+      FEEDLINE_RETURN_IF_ERROR(AppendFieldOps(spec.fields, one_image, &p, offset));
       break;
     }
   }

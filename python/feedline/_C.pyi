@@ -103,14 +103,19 @@ class FieldRequest:  # one named, typed field (pipeline_builder.h)
         JSON: ClassVar["FieldRequest.Kind"]
         NDARRAY: ClassVar["FieldRequest.Kind"]
         BYTES: ClassVar["FieldRequest.Kind"]
+        OP: ClassVar["FieldRequest.Kind"]
     name: str
     kind: "FieldRequest.Kind"
     parts: List[str]
     transform: ImageTransform
+    op: str  # OP: the registered op's name (op_registry.h)
+    params: Dict[str, str]  # OP: its parameters
     def __init__(self) -> None: ...
 
 def kind_of_part(part: str) -> FieldRequest.Kind: ...
 def default_parts(kind: FieldRequest.Kind) -> List[str]: ...
+def registered_ops() -> List[str]: ...
+def load_ops(path: str) -> List[str]: ...
 
 class SampleSpec:  # what each sample becomes (pipeline_builder.h)
     class Output:

@@ -21,7 +21,17 @@ import typing as _typing
 
 from . import _C as _C  # the binding module: feedline._C
 from . import transforms
-from ._C import CancelledError, Error, InvalidArgumentError, NotFoundError, OutOfRangeError, ResourceError, TimeoutError
+from ._C import (
+    CancelledError,
+    Error,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    ResourceError,
+    TimeoutError,
+    load_ops,
+    registered_ops,
+)
 from ._tv import UnsupportedTransformError
 from .loader import Batch, Loader, RecordLoader
 from .tokens import TokenLoader
@@ -32,7 +42,7 @@ if _typing.TYPE_CHECKING:  # for type checkers; at run time the import waits for
 
 __all__ = ["Loader", "RecordLoader", "TokenLoader", "pack_text", "Batch", "transforms", "doctor", "Error",
            "ResourceError", "CancelledError", "InvalidArgumentError", "OutOfRangeError", "NotFoundError",
-           "TimeoutError", "UnsupportedTransformError"]
+           "TimeoutError", "UnsupportedTransformError", "load_ops", "registered_ops"]
 
 
 def __getattr__(name: str) -> "_typing.Any":

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -21,9 +22,13 @@ _KINDS = {
     "json": _C.FieldRequest.Kind.JSON,
     "ndarray": _C.FieldRequest.Kind.NDARRAY,
     "bytes": _C.FieldRequest.Kind.BYTES,
+    "op": _C.FieldRequest.Kind.OP,
 }
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
 COLLATES = ("stack", "list")
+
+# "op:<name>[(<key>=<value>, ...)]:<parts>", e.g. "op:mask_fraction(threshold=128):seg.png".
+_OP = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*:(.*)$", re.S)
 
 # What a field's value may be: "jpg;png", "text:caption", or a list of part names.
 FieldValue = Union[str, Sequence[str]]
@@ -32,8 +37,31 @@ FieldValue = Union[str, Sequence[str]]
 @dataclass(frozen=True)
 class Field:
     name: str
-    kind: str  # "image", "label", "text", "json", "ndarray", "bytes"
+    kind: str  # "image", "label", "text", "json", "ndarray", "bytes", "op"
     parts: List[str]
+    op: str = ""  # kind "op": the registered C++ op (docs/custom_ops.md)
+    params: Dict[str, str] = field(default_factory=dict)
+
+
+def _parse_op(name: str, text: str) -> Field:
+    m = _OP.match(text)
+    if m is None:
+        raise ValueError(f"field {name!r}: expected 'op:<name>(<key>=<value>, ...):<parts>', got 'op:{text}'")
+    op, args, parts_text = m.group(1), m.group(2), m.group(3)
+    params: Dict[str, str] = {}
+    for item in (args or "").split(","):
+        if not item.strip():
+            continue
+        key, eq, val = item.partition("=")
+        if not eq or not key.strip() or not val.strip():
+            raise ValueError(f"field {name!r}: op {op!r}: expected key=value parameters, got {item.strip()!r}")
+        if key.strip() in params:
+            raise ValueError(f"field {name!r}: op {op!r}: parameter {key.strip()!r} given twice")
+        params[key.strip()] = val.strip()
+    parts = [p.strip().lower() for p in parts_text.split(";") if p.strip()]
+    if not parts:
+        raise ValueError(f"field {name!r}: op {op!r} names no parts to read (after the last ':')")
+    return Field(name, "op", parts, op, params)
 
 
 def parse(fields: Mapping[str, FieldValue]) -> List[Field]:
@@ -42,7 +70,11 @@ def parse(fields: Mapping[str, FieldValue]) -> List[Field]:
     extensions) that may hold the field, first present wins, separated by
     ';'; the first part's name gives the kind as webdataset names them
     (image extensions, cls, txt, json, npy; anything else is bytes) unless
-    the value starts with "<kind>:" ("text:caption", "bytes:jpg")."""
+    the value starts with "<kind>:" ("text:caption", "bytes:jpg"). A
+    registered C++ op (feedline.registered_ops(), feedline.load_ops()) is
+    "op:<name>(<key>=<value>, ...):<parts>", e.g.
+    "op:mask_fraction(threshold=128):seg.png"; parameters are strings to
+    the op (no ',' or ')' inside them), the parentheses may be left out."""
     if not isinstance(fields, Mapping) or not fields:
         raise ValueError(f"fields must be a non-empty dict {{name: parts}}, got {fields!r}")
     out: List[Field] = []
@@ -53,6 +85,9 @@ def parse(fields: Mapping[str, FieldValue]) -> List[Field]:
         if isinstance(value, str):
             text = value.strip()
             head, sep, rest = text.partition(":")
+            if sep and head.strip().lower() == "op":
+                out.append(_parse_op(name, rest))
+                continue
             if sep and head.strip().lower() in _KINDS:
                 kind, text = head.strip().lower(), rest
             parts = [p.strip().lower() for p in text.split(";") if p.strip()]
@@ -77,6 +112,8 @@ def requests(fields: List[Field], transforms: Mapping[str, Any]) -> List[Any]:
         r.name, r.kind, r.parts = f.name, _KINDS[f.kind], list(f.parts)
         if f.kind == "image":
             r.transform = transforms[f.name]
+        if f.kind == "op":
+            r.op, r.params = f.op, dict(f.params)
         reqs.append(r)
     return reqs
 
@@ -91,9 +128,16 @@ def collate(fields: List[Field], raw: Dict[str, Any], sample_ids: np.ndarray, co
     collated by the engine), text as lists of str, JSON as lists of values,
     ndarrays stacked into one tensor when their shapes and dtypes agree
     (else a ValueError naming the samples, or lists of tensors with
-    collate="list"), bytes as lists of bytes."""
+    collate="list"), bytes as lists of bytes. An op field gives each of its
+    outputs ("<name>", or "<name>.<x>" for several) as the engine made it:
+    tensors, or lists of bytes."""
     out: Dict[str, Any] = {}
     for f in fields:
+        if f.kind == "op":
+            for key, value in raw.items():
+                if key == f.name or key.startswith(f.name + "."):
+                    out[key] = value if isinstance(value, torch.Tensor) else list(value)
+            continue
         v = raw[f.name]
         if f.kind in ("image", "label"):
             out[f.name] = v

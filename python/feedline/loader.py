@@ -113,7 +113,10 @@ class Loader:
             present wins); the first part's name gives its kind (image
             extensions, cls, txt, json, npy; anything else raw bytes) unless
             the value starts with "<kind>:" ("text:caption", "bytes:jpg").
-            An image folder's samples have one part named by the file's
+            "op:<name>(<key>=<value>, ...):<parts>" runs a registered C++
+            op (feedline.registered_ops(), feedline.load_ops(path);
+            docs/custom_ops.md) and yields what it declares (tensors, or
+            lists of bytes). An image folder's samples have one part named by the file's
             extension, and their label. Iterating then yields a dict per
             batch: images as tensors shaped by their transform, labels int64
             tensors, text lists of str, JSON lists of values, ndarrays stacked
@@ -273,7 +276,7 @@ class Loader:
         if self.fields is not None:
             src.parts = True
             # In a CSV/JSONL list, these fields' columns hold file paths.
-            src.list_file_columns = sorted({p for f in self.fields if f.kind in ("image", "ndarray", "bytes")
+            src.list_file_columns = sorted({p for f in self.fields if f.kind in ("image", "ndarray", "bytes", "op")
                                             for p in f.parts})
             spec.output = _C.SampleSpec.Output.FIELDS
             spec.fields = _fields.requests(self.fields, field_transforms)
@@ -289,6 +292,8 @@ class Loader:
             if not callable(map):
                 raise TypeError(f"map must be callable, got {type(map).__name__}")
             if self.fields is not None:
+                if any(f.kind == "op" for f in self.fields):
+                    raise ValueError("map= with op fields (fields={...: 'op:...'}) is not supported yet")
                 names, kinds = [f.name for f in self.fields], [f.kind for f in self.fields]
             elif _raw_max_bytes > 0:
                 names, kinds = ["bytes", "length", "label"], ["tensor", "label", "label"]

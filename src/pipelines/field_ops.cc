@@ -182,7 +182,8 @@ std::vector<std::string> DefaultParts(FieldRequest::Kind kind) {
     case FieldRequest::Kind::kText: return {"txt"};
     case FieldRequest::Kind::kJson: return {"json"};
     case FieldRequest::Kind::kNdarray: return {"npy"};
-    case FieldRequest::Kind::kBytes: return {};
+    case FieldRequest::Kind::kBytes:
+    case FieldRequest::Kind::kOp: return {};
   }
   return {};
 }
@@ -206,6 +207,7 @@ std::string_view FieldKindName(FieldRequest::Kind kind) {
     case FieldRequest::Kind::kJson: return "json";
     case FieldRequest::Kind::kNdarray: return "ndarray";
     case FieldRequest::Kind::kBytes: return "bytes";
+    case FieldRequest::Kind::kOp: return "op";
   }
   return "?";
 }

@@ -61,26 +61,56 @@ Result<Pipeline> FieldsPipeline(const Source& source, const std::vector<FieldReq
   Pipeline p;
   p.num_samples = source.num_samples;
   p.ops.push_back(source.read_op);
-  for (size_t i = 0; i < fields.size(); ++i) {
-    const FieldRequest& r = fields[i];
-    if (r.name.empty())
-      return InvalidArgumentError("BuildPipeline: field " + std::to_string(i) + " has no name");
-    for (size_t j = 0; j < i; ++j) {
-      if (fields[j].name == r.name) {
-        return InvalidArgumentError("BuildPipeline: two fields are named '" + r.name + "'");
-      }
-    }
-    if (r.kind == FieldRequest::Kind::kBytes && r.parts.empty()) {
-      return InvalidArgumentError("BuildPipeline: bytes field '" + r.name +
-                                  "' needs the parts it is read from");
-    }
-    p.fields.push_back(FieldSpecOf(r));
-    p.ops.push_back(MakeFieldOp(r, i, one_image));
-  }
+  FEEDLINE_RETURN_IF_ERROR(AppendFieldOps(fields, one_image, &p).WithContext("BuildPipeline"));
   return p;
 }
 
 }  // namespace
+
+Status AppendFieldOps(const std::vector<FieldRequest>& requests, bool source_has_labels,
+                      Pipeline* pipeline, size_t output_offset) {
+  const size_t first = pipeline->fields.size();
+  auto taken = [&](const std::string& name) {
+    for (size_t j = first; j < pipeline->fields.size(); ++j) {
+      if (pipeline->fields[j].name == name) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const FieldRequest& r = requests[i];
+    if (r.name.empty()) return InvalidArgumentError("field " + std::to_string(i) + " has no name");
+    if (taken(r.name)) return InvalidArgumentError("two fields are named '" + r.name + "'");
+    if ((r.kind == FieldRequest::Kind::kBytes || r.kind == FieldRequest::Kind::kOp) &&
+        r.parts.empty()) {
+      return InvalidArgumentError(std::string(FieldKindName(r.kind)) + " field '" + r.name +
+                                  "' needs the parts it is read from");
+    }
+    if (r.kind != FieldRequest::Kind::kOp) {
+      pipeline->fields.push_back(FieldSpecOf(r));
+      pipeline->ops.push_back(
+          MakeFieldOp(r, output_offset + pipeline->fields.size() - 1, source_has_labels));
+      continue;
+    }
+    OpContext c;
+    c.op = r.op;
+    c.field = r.name;
+    c.parts = r.parts;
+    c.params = r.params;
+    c.upstream = pipeline->fields;
+    c.first_output = output_offset + pipeline->fields.size();
+    c.source_has_labels = source_has_labels;
+    FEEDLINE_ASSIGN_OR_RETURN(PlannedOp planned, PlanOp(std::move(c)));
+    for (FieldSpec& f : planned.outputs) {
+      if (taken(f.name)) {
+        return InvalidArgumentError("op '" + r.op + "' for field '" + r.name + "': output '" +
+                                    f.name + "' is the name of another field");
+      }
+      pipeline->fields.push_back(std::move(f));
+    }
+    pipeline->ops.push_back(std::move(planned.op));
+  }
+  return Status::OK();
+}
 
 Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
   if (source.read_op == nullptr)

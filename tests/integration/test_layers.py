@@ -26,7 +26,7 @@ LAYER_OF_HEADER = {
     "file.h": "io", "shard.h": "io", "shard_format.h": "io", "dataset.h": "io", "image_folder.h": "io",
     "webdataset.h": "io", "source.h": "io", "list_dataset.h": "io",
     "tokens.h": "tokens",
-    "pipeline_builder.h": "pipelines",
+    "pipeline_builder.h": "pipelines", "op_registry.h": "pipelines",
 }
 
 # Which layers each layer may include (itself included).
