@@ -258,6 +258,7 @@ class Doctor:
         # A token batch's field and seq_len, from the first batch (doctor/tokens.py); None: no tokens.
         self.token_field: Optional[tuple[str, int]] = None
         self._tokens_seen = False  # the first batch was looked at for tokens
+        self.batch_keys: Optional[list[str]] = None  # the first batch's keys, when it was a dict (the what-if's check)
         self.epochs: list[dict[str, Any]] = []  # {index, t_iter, first_batch_s, steps, samples, t_end}
         self.t0: Optional[float] = None
         self.capacity: dict[str, Any] = {}
@@ -328,6 +329,8 @@ class Doctor:
                 if epoch["first_batch_s"] is None:
                     epoch["first_batch_s"] = t_recv - epoch["t_iter"]
                     probe.note_batch(batch)
+                    if isinstance(batch, dict) and self.batch_keys is None:
+                        self.batch_keys = [str(k) for k in batch]
                     if self._cached is None and (self.step_fn is not None or self._device.enabled):
                         self._cached = clone_batch(batch)
                 dev.step_start()
@@ -515,7 +518,7 @@ class Doctor:
             from . import what_if
             transforms, collate = self.probe.originals()  # type: ignore[attr-defined]
             self._what_if = what_if.run(self.iterable, transforms, collate, files=self.what_if_files,
-                                        seconds=self.what_if_s)
+                                        seconds=self.what_if_s, batch_keys=self.batch_keys)
         return self._what_if
 
     def detach(self) -> None:
