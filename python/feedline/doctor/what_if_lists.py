@@ -56,7 +56,7 @@ def plan(ds: Any, indices: Optional[list[int]], original_transforms: Optional[li
          batch_keys: Optional[list[str]], not_runnable: type[Exception]) -> ListPlan:
     """The plan for a dataset that declares a list, or `not_runnable` naming
     what does not hold."""
-    from ..  import _fields
+    from .. import _fields
     from . import _torch_compat
     name = _torch_compat.user_type(ds).__name__
     raw = ds.list_path
