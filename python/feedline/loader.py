@@ -424,10 +424,20 @@ class Loader:
         if self._feeder is None:
             yield from self._host_batches()
             return
+        yield from self._on_device(self._host_batches(with_buffer=True))
+
+    def _on_device(self, host_batches: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Batch]:
+        """The device path shared by every loader (images, fields, tokens):
+        each (host Batch, its ring buffer) of `host_batches` is copied on the
+        feeder's side stream one batch ahead and handed out once the current
+        stream waits for its copy. The host batches may carry tensors outside
+        the buffer too (feedline.TokenLoader's cu_seqlens): they are copied
+        the same way and kept until their copy is done."""
         feeder = self._feeder
+        assert feeder is not None
         ahead: Optional[Tuple[Batch, Any]] = None  # (device batch, event): copy issued, not yet handed out
         try:
-            for host, buffer in self._host_batches(with_buffer=True):
+            for host, buffer in host_batches:
                 submitted = feeder.submit(host, buffer)
                 del host
                 if ahead is not None:

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import torch
 
 from . import _C
-from .loader import Loader, Source, _distributed_rank_world
+from .loader import Batch, Device, Loader, Source, _distributed_rank_world
 
 # One source or several, concatenated in order.
 Sources = Union[Source, Sequence[Source]]
@@ -42,6 +42,12 @@ def _paths(sources: Sources) -> List[str]:
 
 
 PACKINGS = ("concat", "best_fit")
+
+
+def _without_buffers(host: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Batch]:
+    for batch, _ in host:
+        yield batch
+        del batch  # a suspended generator frame must not pin a buffer
 
 
 class TokenLoader(Loader):
@@ -88,6 +94,10 @@ class TokenLoader(Loader):
         shuffle, seed, drop_last, rank, world_size, num_threads,
         prefetch_batches, ram_budget, elastic: as for feedline.Loader; the
         order, sharding and resume are the engine's (docs/engine.md).
+        device: as for feedline.Loader (the same device path): None keeps
+            batches in host memory; a CUDA device gets every tensor of the
+            dict there (cu_seqlens too, joined on the host before the copy),
+            copied on a side stream one batch ahead from the pinned ring.
 
     Iterating yields dicts of tensors: ``input_ids``, ``labels``,
     ``position_ids``, ``document_ids`` (int64 [batch, seq_len]) and
@@ -104,7 +114,7 @@ class TokenLoader(Loader):
                  weights: Optional[Sequence[float]] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
-                 ram_budget: Optional[int] = None, elastic: bool = False) -> None:
+                 ram_budget: Optional[int] = None, elastic: bool = False, device: Device = None) -> None:
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(batch_size) < 1:
@@ -164,7 +174,7 @@ class TokenLoader(Loader):
         super().__init__(groups[0][0], batch_size=int(batch_size), shuffle=engine_shuffle, seed=seed,
                          drop_last=engine_drop_last, num_threads=num_threads, prefetch_batches=prefetch_batches,
                          ram_budget=ram_budget, rank=rank, world_size=world_size, elastic=elastic,
-                         _pipeline=pipeline)
+                         device=device, _pipeline=pipeline)
 
     def _mixture_pipeline(self) -> Any:
         start, counts, weights = self._segment
@@ -201,16 +211,30 @@ class TokenLoader(Loader):
         return pad / sum(p.num_sequences * self.seq_len for p in self._plans)
 
     def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
-        for batch in self.batches():
+        """One epoch of dicts (on `device` when set)."""
+        joined = self._joined(self._host_batches(with_buffer=True))
+        batches = self._on_device(joined) if self._feeder is not None else _without_buffers(joined)
+        for batch in batches:
             out = dict(batch.fields)
             del batch  # a suspended generator frame must not pin a buffer
-            # The workers wrote each row's segment starts; joining them is one
-            # pass over the starts in C++ (not over the tokens, not torch ops).
-            starts, counts = out.pop("document_starts"), out.pop("num_documents")
-            out["cu_seqlens"] = torch.from_numpy(_C.token_cu_seqlens(starts.numpy(), counts.numpy()))
-            del starts, counts
             yield out
             del out
+
+    @staticmethod
+    def _joined(host: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Tuple[Batch, Tuple[int, int]]]:
+        """Each host batch with its rows' segment starts joined into
+        cu_seqlens, on the host (before any device copy). The workers wrote
+        each row's segment starts; joining them is one pass over the starts
+        in C++ (not over the tokens, not torch ops)."""
+        for batch, buffer in host:
+            fields = dict(batch.fields)
+            starts, counts = fields.pop("document_starts"), fields.pop("num_documents")
+            fields["cu_seqlens"] = torch.from_numpy(_C.token_cu_seqlens(starts.numpy(), counts.numpy()))
+            del starts, counts
+            joined = batch.with_fields(fields)
+            del batch, fields
+            yield joined, buffer
+            del joined
 
     # -- resume: a mixture's schedule segment travels with the position ----
     def _fingerprints(self) -> List[int]:

@@ -168,6 +168,10 @@ def build_evidence(doctor: Doctor) -> Evidence:
         ev.what_if = wi
     if doctor.ranks is not None:
         ev.ranks = doctor.ranks
+    from .tokens import section as token_section
+    tokens = token_section(doctor, probe.warmup_batches() if probe is not None else 1)
+    if tokens is not None:
+        ev.tokens = tokens
     prof = doctor.step_profiler.profile
     if prof is not None:
         step = anatomy(prof, "profile")

@@ -124,6 +124,7 @@ class Step(NamedTuple):
     receive_cpu_s: float
     epoch: int
     process_cpu_s: float
+    tokens: int = 0       # a token batch's tokens (doctor/tokens.py); 0 for any other batch
 
 
 class CpuPoint(NamedTuple):
@@ -429,6 +430,40 @@ class FeedlineEvidence(Record):
     exact_decode: bool = ABSENT
 
 
+# -- a language-model loop (doctor/tokens.py) ---------------------------------------------------
+@dataclasses.dataclass
+class TokenSource(Record):
+    path: str
+    kind: str                      # "flat", "megatron" or "token_shards"
+    num_tokens: int
+
+
+@dataclasses.dataclass
+class TokenLoaderStats(Record):
+    """A feedline.TokenLoader's own figures (its stats()["tokens"])."""
+    packing: str                   # "concat" or "best_fit"
+    seq_len: int
+    num_tokens: int                # in its sources
+    num_windows: int               # sequences per epoch, all ranks
+    tail_tokens: int               # concat: after the last whole window, never a label
+    padding_share: float           # best_fit: pad tokens / tokens of an epoch's sequences; concat 0
+    sources: list[TokenSource]     # each file of each source, in order
+    weights: list[float] = ABSENT  # a mixture's current weights
+
+
+@dataclasses.dataclass
+class TokenEvidence(Record):
+    """Tokens through the loop, for batches with token ids (doctor/tokens.py)."""
+    field: str                     # "input_ids" (a dict) or "x" (an (x, y) pair)
+    seq_len: int                   # of the first batch
+    tokens: int                    # over every step watched, padding included
+    tokens_per_sample: Optional[float]
+    tokens_per_s: float            # over loop.wall_s (the window of loop.samples_per_s)
+    steady_tokens_per_s: Optional[float]  # over the steady state (loop.steady_samples_per_s's)
+    loader: Optional[TokenLoaderStats]    # a feedline.TokenLoader's; null for any other loader
+    real_tokens_per_s: float = ABSENT     # with padding: the steady rate less the padding share
+
+
 # -- what the probes attached ---------------------------------------------------------------------
 @dataclasses.dataclass
 class NotAttached(Record):
@@ -653,4 +688,5 @@ class Evidence(Record):
     trace: TraceInfo = ABSENT      # trace mode
     what_if: WhatIf = ABSENT       # a torch DataLoader, Doctor(what_if=True)
     ranks: Ranks = ABSENT          # under torch.distributed, on every rank (rank 0 writes it)
+    tokens: TokenEvidence = ABSENT  # batches of token ids (doctor/tokens.py)
     findings: list[dict[str, JSON]] = ABSENT  # the rules' output (rules/__init__.py)

@@ -9,6 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 from .evidence import ErrorCounts, Evidence, FeedlineEvidence, OpTimes, ProbeStatus, Tuner
+from .tokens import is_token_loader
 
 if TYPE_CHECKING:
     from ._report import Span
@@ -129,12 +130,18 @@ class FeedlineProbe:
 
     def settings(self) -> dict[str, Any]:
         ld = self.loader
-        tf = getattr(ld, "transform", None)
         s = self._stats() or self._last or {}
         ring = s.get("ring", {})
-        return {"num_threads": ld.num_threads if not ld._loader.closed else s.get("num_threads"),
-                "batch_size": ld.batch_size, "ring_buffers": ring.get("buffers_allocated"),
-                "source": ld.source, "source_kind": source_kind(ld.source),
+        out = {"num_threads": ld.num_threads if not ld._loader.closed else s.get("num_threads"),
+               "batch_size": ld.batch_size, "ring_buffers": ring.get("buffers_allocated"),
+               "source": ld.source}
+        if is_token_loader(ld):
+            # Token windows: no image transform (the Loader's default is not used).
+            out.update(source_kind="tokens", transform=None, seq_len=ld.seq_len, packing=ld.packing,
+                       device=None if ld.device is None else str(ld.device))
+            return out
+        tf = getattr(ld, "transform", None)
+        return {**out, "source_kind": source_kind(ld.source),
                 "transform": None if tf is None else {
                     "crop": str(getattr(tf, "crop", "")).split(".")[-1], "height": getattr(tf, "height", None),
                     "width": getattr(tf, "width", None), "dtype": str(getattr(tf, "dtype", "")).split(".")[-1],
@@ -147,6 +154,7 @@ class FeedlineProbe:
         ev = stats_delta(self._s0, s1)
         st = self.settings()
         ev.source_kind = st["source_kind"]
-        tf = st.get("transform") or {}
-        ev.exact_decode = (tf.get("dct_scaling") is False)
+        tf = st.get("transform")
+        if tf is not None:
+            ev.exact_decode = (tf.get("dct_scaling") is False)
         return ev

@@ -22,8 +22,8 @@ def _settings_line(ev):
         keys = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "prefetch_factor")
         name = "torch DataLoader"
     elif ld["kind"] == "feedline":
-        keys = ("num_threads", "batch_size", "ring_buffers", "source_kind")
-        name = "feedline Loader"
+        keys = ("num_threads", "batch_size", "ring_buffers", "source_kind", "seq_len", "packing")
+        name = "feedline TokenLoader" if ld.get("type") == "TokenLoader" else "feedline Loader"
     else:
         keys, name = (), ld.get("type") or "iterable"
     return name + "  " + " ".join(f"{k}={s[k]}" for k in keys if k in s)
@@ -53,6 +53,23 @@ def what_if_line(w):
         return (f"what-if   feedline.Loader on {w['files']} of your files: {_rate(w['samples_per_s'])} samples/s "
                 f"({w['samples']} samples in {w['seconds']:.1f} s, {w['threads']} threads)")
     return f"what-if   not run: {w.get('reason')}"
+
+
+def tokens_line(ev, tk):
+    """Tokens through the loop, in the windows of the samples/s above it."""
+    steady = tk.get("steady_tokens_per_s")
+    rate, window = (steady, rc.steady_label(ev)) if steady else (tk.get("tokens_per_s"), rc.whole_label(ev))
+    line = (f"tokens    {_rate(rate)} tokens/s ({window}); {tk['field']} [batch, {tk['seq_len']}], "
+            f"{_rate(tk.get('tokens_per_s'))} tokens/s over the whole run")
+    ld = tk.get("loader")
+    if ld:
+        line += f"; TokenLoader packing={ld['packing']}, {len(ld['sources'])} source(s)"
+        if ld.get("padding_share"):
+            line += (f", padding {100 * ld['padding_share']:.1f}% of each sequence: "
+                     f"{_rate(tk.get('real_tokens_per_s'))} real tokens/s")
+        if ld.get("weights"):
+            line += f", weights {ld['weights']}"
+    return line
 
 
 def ranks_table(ev):
@@ -122,6 +139,9 @@ def text(ev, width=100):
             f"  whole run {loop.get('steps', 0)} steps, {loop.get('samples', 0)} samples in "
             f"{loop.get('wall_s', 0):.2f} s: {_rate(loop.get('samples_per_s'))} samples/s, {100 * starv:.0f}% "
             "waiting for data (start-up included)"]
+    tk = ev.get("tokens")
+    if tk:
+        head.append("  " + tokens_line(ev, tk))
     if dev:
         head.append(f"  device    idle {100 * dev['starvation']:.0f}% between steps "
                     f"(CUDA events, {dev['steady_steps']} of {dev['steps']} steps timed: {rc.steady_label(ev)})")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, O
 from .evidence import CpuPoint, DeviceTiming, Evidence, HostToDevice, ProbeStatus, Ranks, Step, WhatIf, steady_mask
 from .feedline_loader import FeedlineProbe, is_feedline_loader
 from .probes import Probe, ProbedBatch
+from .tokens import token_field
 from .torch_loader import TorchProbe, _tensors, count_samples, is_torch_loader
 
 if TYPE_CHECKING:
@@ -254,6 +255,10 @@ class Doctor:
         self.iterable: Any = None
         self.probe: Optional[Probe] = None
         self.steps: list[Step] = []
+        # A token batch's field and seq_len, from the first batch (doctor/tokens.py); None: no tokens.
+        self.token_field: Optional[tuple[str, int]] = None
+        self._tokens_seen = False  # the first batch was looked at for tokens
+        self.batch_keys: Optional[list[str]] = None  # the first batch's keys, when it was a dict (the what-if's check)
         self.epochs: list[dict[str, Any]] = []  # {index, t_iter, first_batch_s, steps, samples, t_end}
         self.t0: Optional[float] = None
         self.capacity: dict[str, Any] = {}
@@ -303,7 +308,7 @@ class Doctor:
         self.epochs.append(epoch)
         it = iter(iterable)
         self.collectives.install()
-        pending = None  # a step in progress: (t_request, t_recv, samples, thread cpu x2, process cpu)
+        pending = None  # a step in progress: (t_request, t_recv, samples, thread cpu x2, process cpu, tokens)
         try:
             while True:
                 t_request = _NOW()
@@ -320,15 +325,18 @@ class Doctor:
                 del raw
                 # Counted in the batch itself (a dataset call can make many samples).
                 samples = (info.get("delivered") if info is not None else None) or count_samples(batch)
+                tokens = self._count_tokens(batch)
                 if epoch["first_batch_s"] is None:
                     epoch["first_batch_s"] = t_recv - epoch["t_iter"]
                     probe.note_batch(batch)
+                    if isinstance(batch, dict) and self.batch_keys is None:
+                        self.batch_keys = [str(k) for k in batch]
                     if self._cached is None and (self.step_fn is not None or self._device.enabled):
                         self._cached = clone_batch(batch)
                 dev.step_start()
                 profiled = epoch["steps"] >= max(0, warmup) and self.step_profiler.begin_step(
                     self.step_count + 1, dev.enabled or _cuda_in_use(), t_recv)
-                pending = (t_request, t_recv, samples, c0, c1, p0)
+                pending = (t_request, t_recv, samples, c0, c1, p0, tokens)
                 yield batch
                 del batch
                 self._finish_step(epoch, pending, keep=not profiled)
@@ -347,24 +355,38 @@ class Doctor:
             del it
             probe.release()  # restores the loader unless that would stop its persistent workers
 
-    def _finish_step(self, epoch: dict[str, Any], pending: tuple[float, float, int, float, float, float],
+    def _count_tokens(self, batch: Any) -> int:
+        """Tokens of a token batch; whether batches are token batches is
+        decided by the first one (so other loops pay one look)."""
+        if not self._tokens_seen:
+            self._tokens_seen = True
+            f = token_field(batch)
+            if f is not None:
+                self.token_field = (f[0], int(f[1].shape[1]))
+        if self.token_field is None:
+            return 0
+        f = token_field(batch)
+        return int(f[1].numel()) if f is not None else 0
+
+    def _finish_step(self, epoch: dict[str, Any], pending: tuple[float, float, int, float, float, float, int],
                      keep: bool = True) -> None:
         t_done = _NOW()
         c2 = time.thread_time()
         self._device.step_end(epoch["index"])
-        t_request, t_recv, samples, c0, c1, p0 = pending
+        t_request, t_recv, samples, c0, c1, p0, tokens = pending
         if keep and len(self.steps) < self.keep_steps and self.collectives.installed:
             self.collective_s.append(self.collectives.take())
         self._record(epoch, t_request, t_recv - t_request, t_done - t_recv, samples, c2 - c1, c1 - c0,
-                     time.process_time() - p0, keep)
+                     time.process_time() - p0, keep, tokens)
 
     def _record(self, epoch: dict[str, Any], t_request: float, wait: float, step: float, samples: int,
-                step_cpu: float, receive_cpu: float, process_cpu: float, keep: bool = True) -> None:
+                step_cpu: float, receive_cpu: float, process_cpu: float, keep: bool = True, tokens: int = 0) -> None:
         epoch["steps"] += 1
         epoch["samples"] += samples
         self.step_count += 1
         if keep and len(self.steps) < self.keep_steps:
-            self.steps.append(Step(t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu))
+            self.steps.append(Step(t_request, wait, step, samples, step_cpu, receive_cpu, epoch["index"], process_cpu,
+                                   tokens))
 
     # -- capacity ---------------------------------------------------------------
     def measure_capacity(self, loader: Any = None, batches: int = 20, step_fn: Optional[Callable[[Any], Any]] = None,
@@ -496,7 +518,7 @@ class Doctor:
             from . import what_if
             transforms, collate = self.probe.originals()  # type: ignore[attr-defined]
             self._what_if = what_if.run(self.iterable, transforms, collate, files=self.what_if_files,
-                                        seconds=self.what_if_s)
+                                        seconds=self.what_if_s, batch_keys=self.batch_keys)
         return self._what_if
 
     def detach(self) -> None:

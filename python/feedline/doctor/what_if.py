@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from . import _torch_compat
+from . import _torch_compat, what_if_lists
 from .evidence import WhatIf
 
 DEFAULT_FILES = 200
@@ -34,9 +34,14 @@ class NotRunnable(Exception):
     """Why feedline's equivalent cannot be built for this loader (the reason, in words)."""
 
 
-def _image_folder(loader: Any, original_transforms: Optional[list[Any]]) -> tuple[Any, list[tuple[str, int]], Any]:
+Found = Union[tuple[Any, list[tuple[str, int]], Any], what_if_lists.ListPlan]
+
+
+def _recognise(loader: Any, original_transforms: Optional[list[Any]],
+               batch_keys: Optional[list[str]] = None) -> Found:
     """(the ImageFolder, the (path, class index) pairs the loader reads, its
-    Compose as the user gave it), or NotRunnable naming what is unknown."""
+    Compose as the user gave it), or the plan for a dataset that declares a
+    CSV/JSONL list (what_if_lists.py), or NotRunnable naming what is unknown."""
     from torch.utils.data import Subset
     from torchvision.datasets import DatasetFolder
     from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader, pil_loader
@@ -50,9 +55,14 @@ def _image_folder(loader: Any, original_transforms: Optional[list[Any]]) -> tupl
             inner = list(d.indices)  # the outer Subset's indices index this one's
             indices = inner if indices is None else [inner[i] for i in indices]
             continue
+        if what_if_lists.declares_list(d):
+            return what_if_lists.plan(d, indices, original_transforms, batch_keys, NotRunnable)
+        if type(d).__module__.split(".")[0] == "webdataset":
+            raise NotRunnable(_webdataset_reason(d, base.__name__))
         if not isinstance(d, DatasetFolder):
             raise NotRunnable(f"a {base.__name__} is a dataset the doctor does not know (it knows torchvision's "
-                              "ImageFolder and DatasetFolder of images, also inside a Subset)")
+                              "ImageFolder and DatasetFolder of images, also inside a Subset, and datasets that "
+                              "declare their CSV/JSONL list by list_path and fields: docs/doctor.md)")
         if base.__getitem__ is not DatasetFolder.__getitem__:
             raise NotRunnable(f"{base.__name__} overrides __getitem__: the doctor cannot know what it returns")
         if d.loader not in (default_loader, pil_loader):
@@ -74,6 +84,22 @@ def _image_folder(loader: Any, original_transforms: Optional[list[Any]]) -> tupl
             compose = type(compose)(list(original_transforms))  # the entries the probes replaced, as given
         return d, samples, compose
     raise NotRunnable("the DataLoader has no dataset the doctor can see")
+
+
+def _webdataset_reason(d: Any, name: str) -> str:
+    """Why a webdataset pipeline is not reproduced: its shards are known
+    (when it lists them), the mapping of its stages to fields is not."""
+    shards = None
+    for stage in getattr(d, "pipeline", None) or []:
+        urls = getattr(stage, "urls", None)
+        if isinstance(urls, (list, tuple)) and urls:
+            shards = [str(u) for u in urls]
+            break
+    where = f" over {len(shards)} shard(s) such as {shards[0]!r}" if shards else ""
+    return (f"a webdataset {name} pipeline{where}: feedline.Loader reads WebDataset tars itself "
+            "(feedline.Loader(shards, fields={...}), docs/fields.md), but the doctor does not read a pipeline's "
+            "stages (decode, to_tuple, map_tuple and the rest are user code to it), so it cannot know which "
+            "members become which fields, or which transform runs on them")
 
 
 def _name(obj: Any) -> str:
@@ -100,16 +126,18 @@ def _time(loader: Any, seconds: float) -> tuple[int, Optional[float], Optional[f
     """One epoch of `loader`, timed after its first WARMUP_BATCHES batches
     (fewer when the epoch is short), until `seconds` after the start:
     (samples timed, when the clock started, when the last arrived)."""
+    from .torch_loader import count_samples
     done, t_first, t_end = 0, None, None
     skip = min(WARMUP_BATCHES, max(0, len(loader) // 2 - 1))
     start = time.perf_counter()
-    for i, (images, _labels) in enumerate(loader):
+    for i, batch in enumerate(loader):
         t = time.perf_counter()
         if i == skip:
             t_first = t
         elif i > skip:
-            done += int(images.shape[0])
+            done += count_samples(batch)
             t_end = t
+        del batch
         if t - start >= seconds:
             break
     return done, t_first, t_end
@@ -124,18 +152,23 @@ def code_change(root: str, batch_size: int, shuffle: bool, drop_last: bool) -> s
 
 
 def run(loader: Any, original_transforms: Optional[list[Any]] = None, collate_fn: Any = None,
-        files: int = DEFAULT_FILES, seconds: float = DEFAULT_SECONDS) -> WhatIf:
+        files: int = DEFAULT_FILES, seconds: float = DEFAULT_SECONDS,
+        batch_keys: Optional[list[str]] = None) -> WhatIf:
     """feedline's equivalent of `loader` measured on `files` of its files
     for at most `seconds` (after the first batch). `original_transforms`
     and `collate_fn` are the user's, where the probes replaced them on the
-    loader. Never raises for a loader it cannot reproduce: the record says
-    why instead."""
+    loader; `batch_keys` the keys of the watched batches when they were
+    dicts (a list dataset's must be its declared fields). Never raises for
+    a loader it cannot reproduce: the record says why instead."""
     try:
-        ds, samples, compose = _image_folder(loader, original_transforms)
+        found = _recognise(loader, original_transforms, batch_keys)
     except NotRunnable as e:
         return WhatIf(ran=False, reason=str(e))
     except ImportError as e:
         return WhatIf(ran=False, reason=f"torchvision is not importable here ({e})")
+    if isinstance(found, what_if_lists.ListPlan):
+        return _run_list(loader, found, collate_fn, files, seconds)
+    ds, samples, compose = found
     from torch.utils.data import RandomSampler
 
     from .. import transforms as fl_transforms
@@ -167,6 +200,61 @@ def run(loader: Any, original_transforms: Optional[list[Any]] = None, collate_fn
             fl = Loader(tmp, batch_size=batch_size, transform=compose, shuffle=shuffle,
                         rank=0, world_size=1)  # this process's rate, whatever the process group
             rec.threads = fl.num_threads
+            done, t_first, t_end = _time(fl, seconds)
+            rec.threads = fl.num_threads
+            fl.close()
+        except Exception as e:  # noqa: BLE001 - a Loader error is the what-if's answer, with its reason
+            rec.reason = f"feedline.Loader failed on the sample: {type(e).__name__}: {e}"
+            return rec
+    if t_first is None or t_end is None or t_end <= t_first or not done:
+        rec.reason = "the sample gave too few batches to time (batch size close to the sample's size)"
+        return rec
+    rec.ran, rec.samples, rec.seconds = True, done, t_end - t_first
+    rec.samples_per_s = done / (t_end - t_first)
+    return rec
+
+
+def _run_list(loader: Any, p: what_if_lists.ListPlan, collate_fn: Any, files: int, seconds: float) -> WhatIf:
+    """feedline.Loader(list, fields=..., transform=...) on a sample of the
+    declared list's rows (what_if_lists.py)."""
+    from torch.utils.data import RandomSampler
+
+    from .. import transforms as fl_transforms
+    from ..loader import Loader
+    name = _torch_compat.user_type(p.dataset).__name__
+    rec = WhatIf(ran=False, reason=None, dataset=name, root=p.list_path)
+    described = ""
+    if p.compose is not None:
+        try:
+            translation = fl_transforms.translate(p.compose, strict=True)
+        except fl_transforms.UnsupportedTransformError as e:
+            members = "; ".join(f"{m.member} at position {m.position}: {m.reason}" for m in e.members)
+            rec.reason = f"the transform has no native equivalent: {members}"
+            return rec
+        described = "; ".join(s for _, _, s in translation.members if s)
+    collate = collate_fn if collate_fn is not None else loader.collate_fn
+    if not _torch_compat.is_default_collate(collate):
+        rec.reason = (f"collate_fn={_name(collate)}: feedline.Loader batches fields with its own collate "
+                      "(stacked tensors, lists of text), so it would not give the same batches")
+        return rec
+    batch_size = loader.batch_size or 1
+    shuffle = isinstance(loader.sampler, RandomSampler)
+    rec.batch_size = batch_size
+    rec.transform = described or "no image fields"
+    rec.code = what_if_lists.code_change(p, batch_size, shuffle, bool(loader.drop_last))
+    with tempfile.TemporaryDirectory(prefix="feedline-what-if-") as tmp:
+        try:
+            sample, n, read = what_if_lists.sample_list(p, files, tmp, REPEATS)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            rec.reason = f"the list could not be read: {e}"
+            return rec
+        rec.files = n
+        if p.indices is not None:
+            rec.notes.append(f"the DataLoader reads {read} of the list's rows (a Subset); feedline.Loader reads "
+                             "the whole list")
+        try:
+            fl = Loader(sample, batch_size=batch_size, fields=p.fields, transform=p.compose, strict=True,
+                        shuffle=shuffle, rank=0, world_size=1)  # this process's rate, whatever the process group
             done, t_first, t_end = _time(fl, seconds)
             rec.threads = fl.num_threads
             fl.close()
