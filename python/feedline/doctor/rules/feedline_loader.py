@@ -193,8 +193,9 @@ def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
     return _finding(
         "python_ops_dominate", "Python ops dominate: threads cannot scale the loader",
         f"Python op(s) {', '.join(names)} held the GIL {_ms(m.held_s)} per sample, {_pct(share)} of the "
-        f"{_ms(m.sample_s)} of work per sample (busy time, a Python op's counted as its time holding the GIL){lane_text}. Only one Python op runs "
-        f"at a time, so the loader is capped near {1.0 / m.held_s:,.0f} samples/s at any thread count.",
+        f"{_ms(m.sample_s)} of work per sample (busy time, a Python op's counted as its time holding the GIL)"
+        f"{lane_text}. Only one Python op runs at a time, so the loader is capped near "
+        f"{1.0 / m.held_s:,.0f} samples/s at any thread count.",
         "; ".join(fixes) + ".",
         {"python_ops": names, "gil_held_per_sample_s": m.held_s, "work_per_sample_s": m.sample_s,
          "gil_held_share": share, "gil_held_wall_share": lane,
