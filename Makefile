@@ -67,6 +67,7 @@ test: build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/tuner_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py --quick >/dev/null
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/fields_bench.py --quick >/dev/null
 	$(PYTHON) bench/e2e/tokens_bench.py --quick >/dev/null
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
 	  $(PYTHON) bench/e2e/doctor_accuracy_bench.py --quick >/dev/null
@@ -122,6 +123,10 @@ bench: build
 # Start-up against torchvision's scan (issue 15): 200,000 files; STARTUP_FILES=1000000 for the 1M target.
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py \
 	  --files $(STARTUP_FILES) --repeats $(BENCH_REPEATS)
+# Any dataset (issue 16): a torchvision Compose vs the native recipe, a user Python op (feedline threads vs
+# torch workers), WebDataset fields vs the webdataset library (its venv in build/bench-envs).
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/fields_bench.py \
+	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 # Token streams (issue 18): TokenLoader vs nanoGPT get_batch vs litdata (its venv in build/) on 1e9 tokens.
 	$(PYTHON) bench/e2e/tokens_bench.py --repeats $(BENCH_REPEATS)
 # The doctor's predictions against re-measurement, per rule: doctor_bench.py's input-side cases and

@@ -120,7 +120,7 @@ def test_each_kinds_rules_run_in_the_documented_order():
         "_num_workers_zero", "_too_few_workers", "_persistent_workers", "_pin_memory_off", "_decode_bound",
         "_transform_bound", "_storage_bound", "_collate_bound", "_batch_too_small", "_memory_pressure"]
     assert [r.__name__ for r in rules.rules_for("feedline")] == [
-        "_fl_too_few_threads", "_fl_storage_bound", "_fl_decode_bound"]
+        "_fl_too_few_threads", "_fl_storage_bound", "_fl_decode_bound", "_fl_python_ops_dominate"]
     assert rules.model_for("torch") is rules.TorchModel and rules.model_for("feedline") is rules.FeedlineModel
     assert rules.rules_for("iterable") == [] and rules.run_rules("iterable", {}) == []
 

@@ -133,7 +133,7 @@ def _stages(ev: Evidence) -> list[Stage]:
     if f:
         B = ev.loader.batch_size or 1
         for op in f.ops:
-            out.append(Stage(op.name, "engine", B * op.per_item_s))
+            out.append(Stage(op.name, "python" if op.python else "engine", B * op.per_item_s))
     if loop and loop.steps:
         # The steady state's step, the window of the capacity and the findings.
         out.append(Stage("step", "main", loop.steady_step_mean_s or loop.step_mean_s, loop.step_cpu_mean_s))

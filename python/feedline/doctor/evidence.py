@@ -379,11 +379,18 @@ class TorchEvidence(Record):
 # -- a feedline Loader -------------------------------------------------------------------------
 @dataclasses.dataclass
 class OpTimes(Record):
+    """One op of the engine's chain: its items and the threads' busy time in
+    it. A Python op (a Compose member, map=; docs/python_ops.md) also says how
+    long its calls waited for the Python-op lock and the GIL and how long they
+    held them: Python ops never overlap, so the held time is serial."""
     name: str
     items: int
     busy_s: float
     errors: int
     per_item_s: float
+    python: bool = False
+    gil_wait_s: float = ABSENT     # Python ops only
+    gil_held_s: float = ABSENT
 
 
 @dataclasses.dataclass

@@ -49,8 +49,12 @@ def stats_delta(s0: Optional[Stats], s1: Stats) -> FeedlineEvidence:
         b = o0.get(name, {"items": 0, "busy_s": 0.0, "errors": 0})
         items = o["items"] - b["items"]
         busy = o["busy_s"] - b["busy_s"]
-        out_ops.append(OpTimes(name=name, items=items, busy_s=busy, errors=o["errors"] - b["errors"],
-                               per_item_s=busy / items if items else 0.0))
+        op = OpTimes(name=name, items=items, busy_s=busy, errors=o["errors"] - b["errors"],
+                     per_item_s=busy / items if items else 0.0, python=bool(o.get("python")))
+        if op.python:
+            op.gil_wait_s = o.get("gil_wait_s", 0.0) - b.get("gil_wait_s", 0.0)
+            op.gil_held_s = o.get("gil_held_s", 0.0) - b.get("gil_held_s", 0.0)
+        out_ops.append(op)
 
     def wsum(s: Optional[Stats], key: str) -> Any:
         return sum(w[key] for w in (s or {}).get("workers", []))
@@ -80,6 +84,28 @@ def _tuner(s: Stats) -> Optional[Tuner]:
     if not t:
         return None
     return Tuner(**{k: t[k] for k in Tuner.keys() if k in t})
+
+
+def python_members(translation: Any) -> list[dict[str, Any]]:
+    """The members of a split Compose that run in Python (docs/python_ops.md),
+    each with its position, its name (a class's or a function's), its repr,
+    its torchvision class (None for a user
+    op) and whether feedline runs that class natively elsewhere in a Compose
+    (a RandomHorizontalFlip after a user op is in the Python middle only
+    because of where it stands). The rules read this, not torchvision."""
+    if translation is None or not getattr(translation, "python_members", None):
+        return []
+    from .. import _tv
+    objs = dict(_tv._flatten(translation.source))
+    out = []
+    for m in translation.python_members:
+        obj = objs.get(m.position)
+        name = _tv._tv_name(obj)[0] if obj is not None else None
+        native = name is not None and (name in _tv._PREFIX_MEMBERS or _tv._suffix_step(obj, True) is not None)
+        label = name or (getattr(obj, "__name__", None) if hasattr(obj, "__code__") else type(obj).__name__)
+        out.append({"position": m.position, "name": label or m.member, "member": m.member, "torchvision": name,
+                    "native": native})
+    return out
 
 
 class FeedlineProbe:
@@ -145,7 +171,8 @@ class FeedlineProbe:
                 "transform": None if tf is None else {
                     "crop": str(getattr(tf, "crop", "")).split(".")[-1], "height": getattr(tf, "height", None),
                     "width": getattr(tf, "width", None), "dtype": str(getattr(tf, "dtype", "")).split(".")[-1],
-                    "dct_scaling": getattr(tf, "dct_scaling", None)}}
+                    "dct_scaling": getattr(tf, "dct_scaling", None)},
+                "python_members": python_members(getattr(ld, "transform_source", None))}
 
     def evidence(self) -> Optional[FeedlineEvidence]:
         s1 = self._stats() or self._last

@@ -9,7 +9,7 @@ from html import escape
 from .rules import common as rc
 from .summary import _ms, _rate, _settings_line, _source, step_line
 
-_COLORS = {"worker": "#4e79a7", "main": "#e15759", "pin_thread": "#76b7b2", "engine": "#59a14f",
+_COLORS = {"worker": "#4e79a7", "main": "#e15759", "pin_thread": "#76b7b2", "engine": "#59a14f", "python": "#edc948",
            "loader": "#4e79a7", "step": "#e15759", "loop": "#9c755f", "fix": "#f28e2b"}
 _W = 720
 
@@ -169,6 +169,7 @@ def render(report):
     if report.get("step"):
         parts.append(_step_section(report["step"]))
     parts.append(_findings_table(report))
+    parts.append(_feedline_ops_table(report))
     tuner = ((report.get("feedline") or {}).get("tuner") or {})
     if tuner:
         from .summary import tuner_line
@@ -225,6 +226,24 @@ def _step_section(step):
             + (f'<p>Host-device syncs:</p><ul id="syncs">{syncs}</ul>' if syncs else "")
             + (f'<p>Copies:</p><ul id="copies">{copies}</ul>' if copies else "")
             + (f'<p class="muted">{escape(step["copies_note"])}</p>' if step.get("copies_note") else ""))
+
+
+def _feedline_ops_table(report):
+    """A feedline loader's ops: native or Python, busy time, GIL wait and held."""
+    ops = (report.get("feedline") or {}).get("ops") or []
+    if not ops:
+        return ""
+    rows = []
+    for o in ops:
+        items, py = o.get("items") or 0, bool(o.get("python"))
+        gil = (f"<td>{_ms(o.get('gil_wait_s', 0.0) / items)}</td><td>{_ms(o.get('gil_held_s', 0.0) / items)}</td>"
+               if py and items else "<td>-</td><td>-</td>")
+        rows.append(f'<tr class="{"python" if py else "native"}"><td>{escape(o["name"])}</td>'
+                    f'<td>{"Python" if py else "native"}</td><td>{o.get("items", 0)}</td>'
+                    f'<td>{o.get("busy_s", 0.0):.3f} s</td><td>{_ms(o.get("per_item_s", 0.0))}</td>{gil}</tr>')
+    return ('<h2>Loader ops</h2><table id="feedline-ops"><tr><th>op</th><th>runs</th><th>items</th>'
+            '<th>busy (all threads)</th><th>per item</th><th>GIL wait per item</th><th>GIL held per item</th></tr>'
+            + "".join(rows) + "</table>")
 
 
 def _where(site):

@@ -104,6 +104,25 @@ def tuner_line(ev):
     return line
 
 
+def feedline_ops(ev):
+    """A feedline loader's ops, one row each: native or Python, busy time per
+    sample on the threads, and for a Python op its GIL wait and held time."""
+    ops = (ev.get("feedline") or {}).get("ops") or []
+    if not any(o.get("python") for o in ops):
+        return []  # all native: the per-batch line says it all
+    width = max(len(o["name"]) for o in ops)
+    out = ["  ops       per sample (busy on the threads; Python ops: waiting for the GIL / holding it)"]
+    for o in ops:
+        items = o.get("items") or 0
+        row = f"            {o['name']:<{width}}  {'Python' if o.get('python') else 'native':<6}  " \
+              f"{_ms(o['per_item_s']):>8}"
+        if o.get("python") and items:
+            row += (f"  GIL wait {_ms(o.get('gil_wait_s', 0.0) / items)}, held {_ms(o.get('gil_held_s', 0.0) / items)}"
+                    f" ({o.get('gil_held_s', 0.0):.2f} s held in all)")
+        out.append(row)
+    return out
+
+
 def _findings(ev, width, details=3):
     lines = []
     for f in ev.get("findings", []):
@@ -158,6 +177,7 @@ def text(ev, width=100):
     for h in head:
         lines.extend(textwrap.wrap(h, width, subsequent_indent="            "))
     lines.extend(ranks_table(ev))
+    lines.extend(feedline_ops(ev))
     tl = tuner_line(ev)
     if tl:
         lines.extend(textwrap.wrap("  tuner     " + tl, width, subsequent_indent="            "))

@@ -23,6 +23,7 @@ STORE_MARGIN = 1.15         # stored short side / output short side (256 for 224
 STEP_BOUND_RANK = 1.5       # "input is fine" ranks like a fix of this speedup
 STARTUP_SHARE = 0.10        # start-up above this share of an epoch is worth persistent workers
                             # (from two observed epochs: the first epoch pays the start-up anyway)
+PYTHON_OPS_DOMINATE = 0.5  # Python ops holding the GIL for more of a sample's work: threads cannot scale it
 FL_IDLE = 0.5               # feedline threads idle above this share of their time do not bound the loop
 COPY_ON_READ_BYTES = 64 << 20
 LARGE_BATCH = 64

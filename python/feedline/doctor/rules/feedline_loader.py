@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from .common import (
     FL_IDLE,
+    PYTHON_OPS_DOMINATE,
     SIGNIFICANT,
     Ev,
     Finding,
@@ -25,14 +26,21 @@ class FeedlineModel:
     """feedline's threads claim one sample at a time and write it straight
     into its batch, so the loader's period per sample is the per-sample op
     time divided by the threads actually running (at most the usable cores
-    for the CPU part; reads may overlap beyond them)."""
+    for the CPU part; reads may overlap beyond them). Python ops never
+    overlap (one lock and the GIL; docs/python_ops.md), so the time they hold
+    the GIL per sample is a floor on the period that no thread count lowers;
+    their time waiting for it is not work and is left out of the sample's."""
 
     def __init__(self, ev: Ev) -> None:
         f, loop = ev["feedline"], ev["loop"]
         self.threads = max(1, int(f.get("num_threads") or 1))
         self.cores = max(1, int(ev["machine"].get("cores") or 1))
         self.ops: dict[str, dict[str, Any]] = {o["name"]: o for o in f.get("ops", [])}
-        self.sample_s = sum(o["per_item_s"] for o in f.get("ops", []))
+        self.op_s = {o["name"]: _work_per_item(o) for o in f.get("ops", [])}
+        self.sample_s = sum(self.op_s.values())
+        self.python_ops = [o for o in f.get("ops", []) if o.get("python")]
+        self.python_s = sum(self.op_s[o["name"]] for o in self.python_ops)
+        self.held_s = sum(_per_item(o, "gil_held_s") for o in self.python_ops)
         self.read_s = self.ops.get("read", {}).get("per_item_s", 0.0)
         self.B = ev["loader"].get("batch_size") or 1
         self.step_s = loop.get("step_mean_s") or 0.0
@@ -54,13 +62,32 @@ class FeedlineModel:
         self.step_s = step_saved
         return loader, self.rate()
 
-    def rate(self, threads: Optional[int] = None, read_cut: float = 0.0) -> float:
+    def rate(self, threads: Optional[int] = None, read_cut: float = 0.0, python_cut: bool = False) -> float:
+        """The loop's rate with `threads`, reads `read_cut` shorter per
+        sample, and (python_cut) the Python ops' work gone."""
         T = threads or self.threads
-        per = max(1e-12, self.sample_s - read_cut)
+        per = max(1e-12, self.sample_s - read_cut - (self.python_s if python_cut else 0.0))
         cpu = max(1e-12, per - (self.read_s - read_cut))
         loader = min(T / per, self.usable / cpu)
+        if self.held_s > 0 and not python_cut:
+            loader = min(loader, 1.0 / self.held_s)  # serial: one Python op at a time
         step = self.B / self.step_s if self.step_s > 0 else float("inf")
         return min(loader, step)
+
+
+def _per_item(o: dict[str, Any], key: str) -> float:
+    return (o.get(key) or 0.0) / o["items"] if o.get("items") else 0.0
+
+
+def _work_per_item(o: dict[str, Any]) -> float:
+    """An op's busy time per item; for a Python op, the time it held the GIL:
+    the rest of its busy time is waiting (for the Python-op lock and the GIL,
+    and for handing the GIL back, which CPython makes a releasing thread wait
+    for when another asked for it), which grows with the threads while the
+    work does not."""
+    if o.get("python") and o.get("gil_held_s") is not None:
+        return _per_item(o, "gil_held_s")
+    return o["per_item_s"]
 
 
 def _fl_idle_share(f: dict[str, Any]) -> float:
@@ -126,3 +153,52 @@ def _fl_decode_bound(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
         None, current_rate(ev), severity="medium")
 
 
+
+
+@rule("feedline")
+def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
+    """Python ops hold the GIL for most of a sample's work: their share is
+    serial, so threads cannot scale it (Amdahl: at most 1/share over one
+    thread). The measure is the loader's own counters: gil_held_s against
+    the sample's work (native ops' busy time plus Python ops' held time)."""
+    if not _loader_bound(ev) or m.held_s <= 0 or m.sample_s <= 0:
+        return None
+    share = m.held_s / m.sample_s
+    if share < PYTHON_OPS_DOMINATE:
+        return None
+    f = ev["feedline"]
+    uptime = f.get("uptime_s") or 0.0
+    held_total = sum(o.get("gil_held_s") or 0.0 for o in m.python_ops)
+    lane = held_total / uptime if uptime > 0 else None
+    names = [o["name"] for o in m.python_ops]
+    members = (ev["loader"].get("settings") or {}).get("python_members") or []
+    movable = [p for p in members if p.get("native")]
+    user = [p for p in members if not p.get("native")]
+    fixes = []
+    if movable:
+        fixes.append("feedline runs " + ", ".join(p["torchvision"] for p in movable) + " natively: it is in "
+                     "Python only because it comes after a Python member; move it before the first Python member "
+                     "(if the order does not matter to you) and it joins the native prefix")
+    if user or not members:
+        what = ", ".join(p.get("name") or p["member"] for p in user) if user else ", ".join(names)
+        fixes.append(f"make {what} cheaper, or apply it to whole batches with batch_map= (one call per batch; "
+                     "torch kernels release the GIL), or on the accelerator after the loader. feedline has no "
+                     "process-based option for Python ops yet (worker processes fed through shared memory are "
+                     "planned, issue 16 item 6); map= runs under the same lock, so it does not scale either")
+    # Measurable only when the op has a native equivalent: the rate with
+    # the Python work gone is then an upper bound (the native op costs a
+    # little). A user op has no known replacement, so no prediction.
+    pred = m.rate(python_cut=True) if movable and not user else None
+    lane_text = f", and one of them held it {_pct(lane)} of the wall-clock time" if lane is not None else ""
+    return _finding(
+        "python_ops_dominate", "Python ops dominate: threads cannot scale the loader",
+        f"Python op(s) {', '.join(names)} held the GIL {_ms(m.held_s)} per sample, {_pct(share)} of the "
+        f"{_ms(m.sample_s)} of work per sample (busy time, a Python op's counted as its time holding the GIL)"
+        f"{lane_text}. Only one Python op runs at a time, so the loader is capped near "
+        f"{1.0 / m.held_s:,.0f} samples/s at any thread count.",
+        "; ".join(fixes) + ".",
+        {"python_ops": names, "gil_held_per_sample_s": m.held_s, "work_per_sample_s": m.sample_s,
+         "gil_held_share": share, "gil_held_wall_share": lane,
+         "gil_wait_s": sum(o.get("gil_wait_s") or 0.0 for o in m.python_ops),
+         "python_members": members, "serial_cap_samples_per_s": 1.0 / m.held_s},
+        pred, current_rate(ev), severity=None if pred else "high")
