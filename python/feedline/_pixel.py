@@ -95,7 +95,7 @@ class PixelTransform:
         if type(img).__module__.startswith("PIL."):  # a PIL image (a Python op's input): RGB in, RGB out
             import numpy as np
             from PIL import Image
-            chw = torch.from_numpy(np.asarray(img.convert("RGB"))).permute(2, 0, 1)
+            chw = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)
             return Image.fromarray(self(chw).permute(1, 2, 0).contiguous().numpy())
         if not isinstance(img, torch.Tensor) or img.dtype != torch.uint8 or img.ndim != 3 or img.shape[0] != 3:
             what = f"{img.dtype} tensor of shape {tuple(img.shape)}" if isinstance(img, torch.Tensor) else type(img)

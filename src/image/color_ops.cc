@@ -364,7 +364,8 @@ class Pipeline {
       while (lo < 255 && h[c][lo] == 0) ++lo;
       while (hi > 0 && h[c][hi] == 0) --hi;
       auto minimum = static_cast<float>(lo);
-      float scale = 255.0f / (static_cast<float>(hi) - minimum);
+      // bound / tensor is reciprocal(tensor) * bound in torch (__rtruediv__).
+      float scale = (1.0f / (static_cast<float>(hi) - minimum)) * 255.0f;
       if (!std::isfinite(scale)) minimum = 0, scale = 1;
       return static_cast<uint8_t>(
           std::clamp((static_cast<float>(v) - minimum) * scale, 0.0f, 255.0f));
