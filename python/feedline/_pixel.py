@@ -7,7 +7,6 @@ Each op is described by a dict of PixelOp fields, so that the translation
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
@@ -29,7 +28,7 @@ def _jitter_range(name: str, value: Any, center: float, bound: Tuple[float, floa
     """torchvision ColorJitter._check_input: a number v is [center - v,
     center + v] (floored at 0 for the factors), a pair is taken as is; None
     (no op) when the range is just the centre."""
-    if isinstance(value, numbers.Number):
+    if isinstance(value, (int, float)):
         if value < 0:
             raise ValueError(f"If {name} is a single number, it must be non negative.")
         lo, hi = center - float(value), center + float(value)
@@ -56,7 +55,7 @@ def jitter_fields(brightness: Optional[Sequence[float]], contrast: Optional[Sequ
 
 
 def _pair(value: Any, name: str) -> Tuple[int, int]:
-    if isinstance(value, numbers.Number):
+    if isinstance(value, (int, float)):
         return int(value), int(value)
     v = list(value)
     if len(v) == 1:
@@ -69,7 +68,7 @@ def _pair(value: Any, name: str) -> Tuple[int, int]:
 def blur_fields(kernel_size: Any, sigma: Any) -> Fields:
     """GaussianBlur's fields: kernel (width, height) and the sigma range."""
     kw, kh = _pair(kernel_size, "kernel_size")
-    if isinstance(sigma, numbers.Number):
+    if isinstance(sigma, (int, float)):
         lo = hi = float(sigma)
     else:
         s = [float(v) for v in sigma]
