@@ -465,8 +465,8 @@ class Pipeline {
                ry = static_cast<int32_t>(s.kernel_height / 2);
     const auto w = static_cast<int32_t>(w_), h = static_cast<int32_t>(h_);
     f.resize(n_ + 2 * size_t{w_} + 2 * static_cast<size_t>(rx) + 1);
-    float* rowbuf = f.data() + n_;          // one padded source row
-    float* acc = rowbuf + w_ + 2 * rx + 1;  // one output row's sums
+    float* rowbuf = f.data() + n_;                               // one padded source row
+    float* acc = rowbuf + w_ + 2 * static_cast<size_t>(rx) + 1;  // one output row's sums
     for (int c = 0; c < 3; ++c) {
       uint8_t* p = px_ + c * n_;
       for (int32_t y = 0; y < h; ++y) {

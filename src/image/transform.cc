@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "feedline/image.h"
 #include "src/core/detail/fingerprint.h"
@@ -271,7 +272,7 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
 
 class ImageOp final : public SampleOp {
  public:
-  ImageOp(const ImageTransform& t, size_t field) : t_(t), field_(field) {}
+  ImageOp(ImageTransform t, size_t field) : t_(std::move(t)), field_(field) {}
   std::string_view name() const override { return "decode_transform"; }
   std::unique_ptr<OpState> NewState() const override { return std::make_unique<ImageState>(); }
   bool ChargesScratch() const override { return true; }
@@ -328,7 +329,7 @@ std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t, size_t output_fiel
     return MakeOp("decode_transform",
                   [valid](Sample&) { return Status(valid); });  // a copy per call
   }
-  return std::make_shared<image::ImageOp>(t, output_field);
+  return std::make_shared<image::ImageOp>(std::move(t), output_field);
 }
 
 Result<RgbImage> ResizedCrop(const RgbImage& img, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
