@@ -18,8 +18,19 @@ from typing import Any, Sequence
 import torch
 
 from . import _C
-from ._pixel import (ColorJitter, GaussianBlur, Grayscale, PixelTransform, RandomAdjustSharpness, RandomAutocontrast,
-                     RandomEqualize, RandomGrayscale, RandomInvert, RandomPosterize, RandomSolarize)
+from ._pixel import (
+    ColorJitter,
+    GaussianBlur,
+    Grayscale,
+    PixelTransform,
+    RandomAdjustSharpness,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomGrayscale,
+    RandomInvert,
+    RandomPosterize,
+    RandomSolarize,
+)
 from ._tv import Translation, UnsupportedMember, UnsupportedTransformError, from_torchvision, translate
 
 __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "imagenet_eval", "from_torchvision",

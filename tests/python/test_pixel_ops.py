@@ -365,3 +365,14 @@ def test_pixel_ops_run_in_the_native_prefix_before_python_members(dataset):
         y, _ = next(iter(loader))
     # brightness 0.5 halves (truncating) every value of the same crops.
     assert torch.equal(x, (y.float() * 0.5).to(torch.uint8))
+
+
+def test_with_pixel_ops_adds_ops_to_a_native_recipe():
+    data = (PHOTOS / "chelsea.png").read_bytes()
+    plain = ft.resize_center_crop(72, 64, dtype=torch.uint8)
+    inverted = ft.with_pixel_ops(ft.resize_center_crop(72, 64, dtype=torch.uint8), ft.RandomInvert(p=1.0))
+    a = np.frombuffer(_C.transform_image(data, plain), dtype=np.uint8)
+    b = np.frombuffer(_C.transform_image(data, inverted), dtype=np.uint8)
+    assert np.array_equal(b, 255 - a)
+    with pytest.raises(TypeError, match="pixel ops"):
+        ft.with_pixel_ops(plain, T.ColorJitter(0.4))
