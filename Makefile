@@ -114,6 +114,8 @@ STARTUP_FILES ?= 200000
 bench: build
 	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=bench/results/engine.json --benchmark_out_format=json
+	./$(BUILD)/bench/color_ops_benchmark --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+	  --benchmark_out=bench/results/color_ops.json --benchmark_out_format=json
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/image_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/storage_bench.py \

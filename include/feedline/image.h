@@ -28,6 +28,7 @@
 
 #include "feedline/buffer.h"
 #include "feedline/export.h"
+#include "feedline/random.h"
 #include "feedline/sample.h"
 #include "feedline/status.h"
 
@@ -99,6 +100,78 @@ enum class CropMode {
   kResizeFull,     // torchvision Resize((height, width)): the whole image
 };
 
+// Colour and pixel ops on the 8-bit pixels, with torchvision's semantics on
+// uint8 tensors (torchvision.transforms.functional's tensor path; docs/
+// augmentations.md gives the measured differences). They run after the
+// resample and before normalisation, in one fused pass where the ops allow
+// (src/image/color_ops.h). Random parameters are drawn from the sample's rng
+// after the crop and flip.
+enum class PixelOpKind {
+  kColorJitter,      // brightness, contrast, saturation, hue in a random order
+  kGrayscale,        // RandomGrayscale(p); Grayscale(3) is p = 1
+  kInvert,           // RandomInvert(p)
+  kPosterize,        // RandomPosterize(bits, p)
+  kSolarize,         // RandomSolarize(threshold, p)
+  kAutocontrast,     // RandomAutocontrast(p)
+  kEqualize,         // RandomEqualize(p)
+  kAdjustSharpness,  // RandomAdjustSharpness(sharpness_factor, p)
+  kGaussianBlur,     // GaussianBlur(kernel_size, sigma)
+};
+
+// A transform as the user wrote it (random parameters still to draw).
+struct FEEDLINE_EXPORT PixelOp {
+  PixelOpKind kind = PixelOpKind::kColorJitter;
+  double p = 1.0;  // probability of applying it (all kinds but kColorJitter, kGaussianBlur)
+  // kColorJitter: factor ranges [lo, hi], torchvision's after its parsing
+  // (brightness=0.4 is {0.6, 1.4}; hue in [-0.5, 0.5]); `has_*` false means
+  // the factor is None (not applied, no draw).
+  bool has_brightness = false, has_contrast = false, has_saturation = false, has_hue = false;
+  std::array<double, 2> brightness = {1, 1}, contrast = {1, 1}, saturation = {1, 1}, hue = {0, 0};
+  uint32_t bits = 8;                             // kPosterize: 0..8
+  double threshold = 128;                        // kSolarize: pixels >= threshold are inverted
+  double factor = 1.0;                           // kAdjustSharpness: sharpness_factor >= 0
+  uint32_t kernel_width = 3, kernel_height = 3;  // kGaussianBlur: odd, positive
+  std::array<double, 2> sigma = {0.1, 2.0};      // kGaussianBlur: uniform draw, 0 < lo <= hi
+};
+
+// One concrete step with its drawn parameter.
+enum class PixelStepKind {
+  kBrightness,
+  kContrast,
+  kSaturation,
+  kHue,
+  kGrayscale,
+  kInvert,
+  kPosterize,
+  kSolarize,
+  kAutocontrast,
+  kEqualize,
+  kSharpness,
+  kGaussianBlur,
+};
+struct FEEDLINE_EXPORT PixelStep {
+  PixelStepKind kind = PixelStepKind::kBrightness;
+  double value = 0;                              // the factor, hue shift, threshold, bits or sigma
+  uint32_t kernel_width = 0, kernel_height = 0;  // kGaussianBlur
+};
+
+// InvalidArgument naming the op and parameter for parameters torchvision
+// refuses (negative factors, hue outside [-0.5, 0.5], even kernel sizes...).
+FEEDLINE_EXPORT Status CheckPixelOps(std::span<const PixelOp> ops);
+
+// The steps `ops` become for one sample, drawing from `rng` as torchvision
+// draws (ColorJitter: a random permutation of its four factors, each factor
+// uniform in its range; Random*: applied with probability p; GaussianBlur:
+// sigma uniform). Appends to `steps`.
+FEEDLINE_EXPORT void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng,
+                                    std::vector<PixelStep>* steps);
+
+// Applies `steps` in order to a planar 8-bit RGB image (3 planes of
+// width * height bytes, CHW), in place. Steps come from DrawPixelSteps on
+// ops that passed CheckPixelOps (or have parameters in those ranges).
+FEEDLINE_EXPORT void ApplyPixelSteps(std::span<const PixelStep> steps, uint32_t width,
+                                     uint32_t height, uint8_t* chw);
+
 struct FEEDLINE_EXPORT ImageTransform {
   CropMode crop = CropMode::kRandomResized;
   uint32_t height = 224;  // output size
@@ -108,6 +181,8 @@ struct FEEDLINE_EXPORT ImageTransform {
   uint32_t resize_size = 256;                            // kResizeCenter: shorter side
   double hflip_prob = 0.0;                               // RandomHorizontalFlip(p)
   Interpolation interpolation = Interpolation::kBilinear;
+  // Colour and pixel ops, in order, on the resampled 8-bit pixels.
+  std::vector<PixelOp> pixel_ops;
 
   // Output values. With normalize: (v / 255 - mean) / std; without: v / 255
   // for float types. uint8 output is the resampled pixel itself.
@@ -163,9 +238,10 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t,
                                                             size_t output_field = 0);
 
 // The same work on one image, outside the engine: for tools and tests.
-// `out` must hold ImageField(t).SampleBytes() bytes.
+// `out` must hold ImageField(t).SampleBytes() bytes. `rng` draws the pixel
+// ops' parameters; InvalidArgument without it when t.pixel_ops is not empty.
 FEEDLINE_EXPORT Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
-                                      const CropBox& box, void* out);
+                                      const CropBox& box, void* out, SampleRng* rng = nullptr);
 
 // Lossless JPEG rewrite for packing (`feedline pack --restart-interval`):
 // the DCT coefficients are kept, a restart marker is written every

@@ -330,6 +330,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("resize_size", &ImageTransform::resize_size)
       .def_readwrite("hflip_prob", &ImageTransform::hflip_prob)
       .def_readwrite("interpolation", &ImageTransform::interpolation)
+      .def_readwrite("pixel_ops", &ImageTransform::pixel_ops)
       .def_readwrite("normalize", &ImageTransform::normalize)
       .def_readwrite("mean", &ImageTransform::mean)
       .def_readwrite("std", &ImageTransform::std)
@@ -348,11 +349,12 @@ void RegisterLoader(py::module_& m) {
   // `crop` (x, y, w, h) is torchvision's crop-then-resize box, else the
   // transform's own deterministic box (Resize modes). Returns the output
   // tensor's raw bytes (ImageField(t)), for tests that hand feedline the
-  // random parameters torchvision drew.
+  // random parameters torchvision drew. `seed` draws the pixel ops'
+  // parameters (SampleRng::ForSample(seed, 0, 0, 0)).
   m.def(
       "transform_image",
       [](const py::bytes& data, const ImageTransform& t,
-         std::optional<std::array<uint32_t, 4>> crop, bool flip) {
+         std::optional<std::array<uint32_t, 4>> crop, bool flip, uint64_t seed) {
         const std::string bytes = data;
         std::vector<uint8_t> out(ImageField(t).SampleBytes());
         Status st;
@@ -376,12 +378,14 @@ void RegisterLoader(py::module_& m) {
             }
           }
           box.flip = flip;
-          if (st.ok()) st = TransformImage(in, t, box, out.data());
+          SampleRng pixel_rng = SampleRng::ForSample(seed, 0, 0, 0);
+          if (st.ok()) st = TransformImage(in, t, box, out.data(), &pixel_rng);
         }
         ThrowIfError(st);
         return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
       },
-      py::arg("data"), py::arg("transform"), py::arg("crop") = py::none(), py::arg("flip") = false);
+      py::arg("data"), py::arg("transform"), py::arg("crop") = py::none(), py::arg("flip") = false,
+      py::arg("seed") = 0);
 
   py::class_<FieldRequest> request(m, "FieldRequest");
   py::enum_<FieldRequest::Kind>(request, "Kind")

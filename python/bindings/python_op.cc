@@ -227,7 +227,7 @@ class PrefixOp final : public SampleOp {
       h.width = t.width;
       h.height = t.height;
       h.pixels.resize(size_t{t.width} * t.height * 3);
-      FEEDLINE_RETURN_IF_ERROR(TransformImage(bytes, t, box, h.pixels.data()));
+      FEEDLINE_RETURN_IF_ERROR(TransformImage(bytes, t, box, h.pixels.data(), &rng));
     }
     h.stage = 1;
     return Status::OK();

@@ -35,6 +35,70 @@ class ErrorPolicy:
     RAISE: ErrorPolicy
     SKIP: ErrorPolicy
 
+class PixelOpKind:
+    COLOR_JITTER: PixelOpKind
+    GRAYSCALE: PixelOpKind
+    INVERT: PixelOpKind
+    POSTERIZE: PixelOpKind
+    SOLARIZE: PixelOpKind
+    AUTOCONTRAST: PixelOpKind
+    EQUALIZE: PixelOpKind
+    ADJUST_SHARPNESS: PixelOpKind
+    GAUSSIAN_BLUR: PixelOpKind
+
+class PixelOp:
+    """A colour or pixel op as written (random parameters still to draw)."""
+    kind: PixelOpKind
+    p: float
+    has_brightness: bool
+    has_contrast: bool
+    has_saturation: bool
+    has_hue: bool
+    brightness: List[float]
+    contrast: List[float]
+    saturation: List[float]
+    hue: List[float]
+    bits: int
+    threshold: float
+    factor: float
+    kernel_width: int
+    kernel_height: int
+    sigma: List[float]
+    def __init__(self) -> None: ...
+
+class PixelStepKind:
+    BRIGHTNESS: PixelStepKind
+    CONTRAST: PixelStepKind
+    SATURATION: PixelStepKind
+    HUE: PixelStepKind
+    GRAYSCALE: PixelStepKind
+    INVERT: PixelStepKind
+    POSTERIZE: PixelStepKind
+    SOLARIZE: PixelStepKind
+    AUTOCONTRAST: PixelStepKind
+    EQUALIZE: PixelStepKind
+    SHARPNESS: PixelStepKind
+    GAUSSIAN_BLUR: PixelStepKind
+
+class PixelStep:
+    """One concrete step with its drawn parameter."""
+    kind: PixelStepKind
+    value: float
+    kernel_width: int
+    kernel_height: int
+    @overload
+    def __init__(self) -> None: ...
+    @overload
+    def __init__(self, kind: PixelStepKind, value: float = ..., kernel_width: int = ...,
+                 kernel_height: int = ...) -> None: ...
+
+def check_pixel_ops(ops: List[PixelOp]) -> None: ...
+def draw_pixel_steps(ops: List[PixelOp], seed: int, epoch: int = ..., sample_id: int = ...) -> List[PixelStep]: ...
+def apply_pixel_steps(steps: List[PixelStep], image: Any) -> Any:
+    """A new (3, H, W) uint8 numpy array: `image` through the steps."""
+def apply_pixel_ops(ops: List[PixelOp], image: Any, seed: int) -> Any:
+    """`ops` with parameters drawn from `seed`, on one (3, H, W) uint8 image."""
+
 class ImageTransform:
     crop: CropMode
     height: int
@@ -44,6 +108,7 @@ class ImageTransform:
     resize_size: int
     hflip_prob: float
     interpolation: Interpolation
+    pixel_ops: List[PixelOp]
     normalize: bool
     mean: List[float]
     std: List[float]
@@ -55,7 +120,7 @@ class ImageTransform:
 def imagenet_train(size: int = ...) -> ImageTransform: ...
 def imagenet_eval(resize: int = ..., size: int = ...) -> ImageTransform: ...
 def transform_image(data: bytes, transform: ImageTransform, crop: Optional[Tuple[int, int, int, int]] = ...,
-                    flip: bool = ...) -> bytes:
+                    flip: bool = ..., seed: int = ...) -> bytes:
     """One image through the fused path: the output tensor's raw bytes."""
 
 class HttpOptions:

@@ -24,6 +24,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 
 from . import _C
+from ._pixel import PIXEL_CLASSES, PixelTransform, from_torchvision_member, make_op
 
 _FLOAT_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
                  torch.bfloat16: _C.DType.bfloat16}
@@ -137,6 +138,8 @@ class _State:
         self.normalize = False
         self.mean: List[float] = [0.0, 0.0, 0.0]
         self.std: List[float] = [1.0, 1.0, 1.0]
+        self.pixel_ops: List[dict] = []  # PixelOp fields (_pixel.py), in order
+        self.pixel_pos = ""
 
 
 def _geometry_checks(st: _State, m: Any, name: str) -> List[str]:
@@ -162,6 +165,8 @@ def _geometry_checks(st: _State, m: Any, name: str) -> List[str]:
 def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
     """Updates `st` with member m; returns (reasons it is not native, the native stage it became)."""
     name, _version = _tv_name(m)
+    if isinstance(m, PixelTransform) or name in PIXEL_CLASSES:
+        return _pixel_member(st, pos, m, name or type(m).__name__)
     if name is None:
         if not callable(m):
             return [f"not a transform ({type(m).__name__} is not callable)"], ""
@@ -198,6 +203,9 @@ def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
         return [], f"crop RESIZE_FULL {st.size[0]}x{st.size[1]}"
     if name == "CenterCrop":
         h, w = _hw(m.size)
+        if st.pixel_ops:
+            return [f"CenterCrop after a colour op (at {st.pixel_pos}): the op would see the uncropped image "
+                    "(contrast, autocontrast, equalize and blur depend on it); not native; move the op after"], ""
         if st.tensor is not None and st.geometry is None:
             return ["CenterCrop on a tensor before any resize: not native"], ""
         if st.geometry is None:
@@ -260,7 +268,32 @@ def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
     return [_NOT_NATIVE.get(name, "no native op yet")], ""
 
 
-_PREFIX_MEMBERS = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip")
+def _pixel_member(st: _State, pos: str, m: Any, name: str) -> Tuple[List[str], str]:
+    """A colour or pixel op: native on the 8-bit pixels after the geometry,
+    with torchvision's tensor-path arithmetic (docs/augmentations.md)."""
+    if isinstance(m, PixelTransform):
+        fields, why = dict(m.fields), ""
+    else:
+        fields_or_none, why = from_torchvision_member(m, name)
+        fields = fields_or_none or {}
+    if why:
+        return [why], ""
+    if st.geometry is None:
+        return [f"{name} before the resize or crop: its statistics and neighbourhoods would be the full image's; "
+                "not native (move it after the resize)"], ""
+    if st.tensor == "float":
+        return [f"{name} on a float tensor (after ToTensor/ToDtype) skips the 8-bit rounding: not native; "
+                "put it before the conversion"], ""
+    try:
+        _C.check_pixel_ops([make_op(fields)])
+    except ValueError as e:
+        return [str(e)], ""
+    st.pixel_ops.append(fields)
+    st.pixel_pos = st.pixel_pos or pos
+    return [], f"pixel op {name} (uint8, fused after the resample)"
+
+
+_PREFIX_MEMBERS = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip") + PIXEL_CLASSES
 
 
 def _suffix_step(m: Any, last: bool) -> Optional[_C.SuffixStep]:
@@ -293,7 +326,7 @@ def _stable_name(m: Any) -> str:
     """A member as the resume fingerprint sees it: torchvision members by
     their repr (parameters), others by where they are defined (a default
     repr holds an address, which changes from run to run)."""
-    if _tv_name(m)[0] is not None:
+    if _tv_name(m)[0] is not None or isinstance(m, PixelTransform):
         return _short_repr(m)
     if hasattr(m, "__code__"):
         return f"{m.__module__}.{m.__qualname__}"
@@ -308,7 +341,7 @@ def _split(transform: Any, exact: bool) -> Optional[Translation]:
     st, end = _State(), 0
     native: List[Tuple[str, str, str]] = []
     for i, (pos, m) in enumerate(members):
-        if _tv_name(m)[0] not in _PREFIX_MEMBERS:
+        if _tv_name(m)[0] not in _PREFIX_MEMBERS and not isinstance(m, PixelTransform):
             break
         trial = copy.deepcopy(st)
         why, stage = _translate_member(trial, pos, m)
@@ -349,6 +382,7 @@ def _split(transform: Any, exact: bool) -> Optional[Translation]:
             t.resize_size = st.resize_short
     t.hflip_prob = st.flip_p or 0.0
     t.interpolation = st.interpolation
+    t.pixel_ops = [make_op(f) for f in st.pixel_ops]
     t.dtype, t.layout, t.normalize = _C.DType.uint8, _C.Layout.HWC, False
     t.dct_scaling = not exact
     chain.transform = t
@@ -421,6 +455,7 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
         t.resize_size = st.resize_short
     t.hflip_prob = st.flip_p or 0.0
     t.interpolation = st.interpolation
+    t.pixel_ops = [make_op(f) for f in st.pixel_ops]
     t.dtype = st.dtype
     t.layout = _C.Layout.CHW
     t.normalize = st.normalize

@@ -3,7 +3,10 @@
 Each function returns a transform description; the loader applies it to every
 sample in one fused pass: decode (only the crop, at reduced JPEG DCT scale
 when the crop allows) -> crop -> antialiased resize (Pillow's filters) ->
-horizontal flip -> normalise -> convert to the output dtype and layout.
+horizontal flip -> colour and pixel ops on the 8-bit pixels (ColorJitter,
+GaussianBlur, ...; with_pixel_ops) -> normalise -> convert to the output
+dtype and layout. The pixel ops are also callable on one uint8 (3, H, W)
+tensor: ColorJitter(brightness=(1.3, 1.3))(img).
 
 from_torchvision(compose) translates a torchvision Compose (v1 or v2) into
 the same kind of description (docs/python.md, "torchvision transforms").
@@ -15,11 +18,26 @@ from typing import Any, Sequence
 import torch
 
 from . import _C
+from ._pixel import (
+    ColorJitter,
+    GaussianBlur,
+    Grayscale,
+    PixelTransform,
+    RandomAdjustSharpness,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomGrayscale,
+    RandomInvert,
+    RandomPosterize,
+    RandomSolarize,
+)
 from ._tv import Translation, UnsupportedMember, UnsupportedTransformError, from_torchvision, translate
 
 __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "imagenet_eval", "from_torchvision",
            "translate", "Translation", "UnsupportedMember", "UnsupportedTransformError", "IMAGENET_MEAN",
-           "IMAGENET_STD"]
+           "IMAGENET_STD", "PixelTransform", "ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert",
+           "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
+           "GaussianBlur", "with_pixel_ops"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -74,3 +92,15 @@ def imagenet_train(size: int = 224, **kwargs: Any) -> _C.ImageTransform:
 def imagenet_eval(size: int = 224, resize: int = 256, **kwargs: Any) -> _C.ImageTransform:
     """The standard ImageNet evaluation recipe: resize_center_crop(resize, size)."""
     return resize_center_crop(resize, size, **kwargs)
+
+
+def with_pixel_ops(t: _C.ImageTransform, *ops: PixelTransform) -> _C.ImageTransform:
+    """`t` with colour and pixel ops (ColorJitter, GaussianBlur, ...) run,
+    in order, on its 8-bit pixels after the resize and flip, before
+    normalisation (docs/augmentations.md)."""
+    for op in ops:
+        if not isinstance(op, PixelTransform):
+            raise TypeError(f"with_pixel_ops takes feedline.transforms pixel ops, got {type(op).__name__}")
+    t.pixel_ops = list(t.pixel_ops) + [op.op() for op in ops]
+    _C.check_pixel_ops(t.pixel_ops)
+    return t

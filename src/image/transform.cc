@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "feedline/image.h"
 #include "src/core/detail/fingerprint.h"
+#include "src/image/color_ops.h"
 #include "src/image/decode_internal.h"
 #include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
@@ -134,16 +136,22 @@ struct ImageState final : OpState {
   WholeDecoders whole;  // webp, tiff, gif, bmp, pnm: decoded whole, then cropped
   AxisPlan horizontal, vertical;
   std::vector<float> scratch;
+  // Pixel ops: the resampled planes, the drawn steps and their scratch.
+  std::vector<uint8_t> planes;
+  std::vector<PixelStep> steps;
+  PixelScratch pixel_scratch;
 
   uint64_t ScratchBytes() const override {
     return jpeg.scratch_bytes() + png.scratch_bytes() + whole.scratch_bytes() +
-           scratch.capacity() * sizeof(float);
+           scratch.capacity() * sizeof(float) + planes.capacity() + pixel_scratch.capacity_bytes();
   }
   void TrimScratch() override {
     jpeg.TrimScratch();
     png.TrimScratch();
     whole.TrimScratch();
     std::vector<float>().swap(scratch);
+    std::vector<uint8_t>().swap(planes);
+    pixel_scratch = PixelScratch();
   }
 };
 
@@ -165,7 +173,7 @@ Status CheckTransform(const ImageTransform& t) {
   for (float s : t.std) {
     if (!(s > 0)) return InvalidArgumentError("normalisation std must be positive");
   }
-  return Status::OK();
+  return CheckPixelOps(t.pixel_ops);
 }
 
 // The smallest libjpeg scale M/8 whose decode still gives the box at least
@@ -243,13 +251,28 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   src.stride = size_t{region.width} * 3;
   src.col0 = static_cast<int32_t>(region.x) - static_cast<int32_t>(rx0);
   src.row0 = static_cast<int32_t>(region.y) - static_cast<int32_t>(ry0);
-  Resample(src, s.horizontal, s.vertical, box.flip, MakeOutputFormat(t), &s.scratch, out);
+  if (t.pixel_ops.empty()) {
+    Resample(src, s.horizontal, s.vertical, box.flip, MakeOutputFormat(t), &s.scratch, out);
+    return Status::OK();
+  }
+  // Pixel ops: resample to 8-bit planes, run the ops, and let their last
+  // pass write the output (normalise, dtype, layout) (color_ops.h).
+  if (rng == nullptr) return InvalidArgumentError("pixel ops need a random generator");
+  OutputFormat planar;
+  planar.dtype = DType::kUInt8;
+  planar.layout = Layout::kCHW;
+  s.planes.resize(size_t{t.width} * t.height * 3);
+  Resample(src, s.horizontal, s.vertical, box.flip, planar, &s.scratch, s.planes.data());
+  s.steps.clear();
+  DrawPixelSteps(t.pixel_ops, *rng, &s.steps);
+  ApplyStepsAndConvert(s.steps, t.width, t.height, s.planes.data(), MakeOutputFormat(t),
+                       &s.pixel_scratch, out);
   return Status::OK();
 }
 
 class ImageOp final : public SampleOp {
  public:
-  ImageOp(const ImageTransform& t, size_t field) : t_(t), field_(field) {}
+  ImageOp(ImageTransform t, size_t field) : t_(std::move(t)), field_(field) {}
   std::string_view name() const override { return "decode_transform"; }
   std::unique_ptr<OpState> NewState() const override { return std::make_unique<ImageState>(); }
   bool ChargesScratch() const override { return true; }
@@ -268,6 +291,16 @@ class ImageOp final : public SampleOp {
     fp.Add(t_.hflip_prob).Add(uint64_t(t_.interpolation)).Add(uint64_t{t_.normalize});
     for (int c = 0; c < 3; ++c) fp.Add(double{t_.mean[c]}).Add(double{t_.std[c]});
     fp.Add(uint64_t(t_.dtype)).Add(uint64_t(t_.layout)).Add(uint64_t{t_.dct_scaling});
+    for (const PixelOp& op : t_.pixel_ops) {
+      fp.Add(uint64_t(op.kind)).Add(op.p);
+      fp.Add(uint64_t{op.has_brightness}).Add(op.brightness[0]).Add(op.brightness[1]);
+      fp.Add(uint64_t{op.has_contrast}).Add(op.contrast[0]).Add(op.contrast[1]);
+      fp.Add(uint64_t{op.has_saturation}).Add(op.saturation[0]).Add(op.saturation[1]);
+      fp.Add(uint64_t{op.has_hue}).Add(op.hue[0]).Add(op.hue[1]);
+      fp.Add(uint64_t{op.bits}).Add(op.threshold).Add(op.factor);
+      fp.Add(uint64_t{op.kernel_width}).Add(uint64_t{op.kernel_height});
+      fp.Add(op.sigma[0]).Add(op.sigma[1]);
+    }
     return fp.value();
   }
   Status Apply(Sample& sample, OpState* state) const override {
@@ -296,7 +329,7 @@ std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t, size_t output_fiel
     return MakeOp("decode_transform",
                   [valid](Sample&) { return Status(valid); });  // a copy per call
   }
-  return std::make_shared<image::ImageOp>(t, output_field);
+  return std::make_shared<image::ImageOp>(std::move(t), output_field);
 }
 
 Result<RgbImage> ResizedCrop(const RgbImage& img, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
@@ -324,10 +357,10 @@ Result<RgbImage> ResizedCrop(const RgbImage& img, uint32_t x, uint32_t y, uint32
 }
 
 Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox& box,
-                      void* out) {
+                      void* out, SampleRng* rng) {
   FEEDLINE_RETURN_IF_ERROR(image::CheckTransform(t));
   image::ImageState state;
-  return image::Run(bytes, t, &box, nullptr, nullptr, state, out);
+  return image::Run(bytes, t, &box, rng, nullptr, state, out);
 }
 
 }  // namespace feedline

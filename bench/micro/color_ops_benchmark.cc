@@ -1,0 +1,107 @@
+// The colour and pixel ops alone (src/image/color_ops.cc) on a 224x224
+// resize of a real photograph (tests/data/photos/chelsea.png), one step per
+// run plus the fused chains, each ending in the float32 CHW normalising
+// conversion the loader writes. Reports output pixels per second; the
+// "none" row is the copy + conversion every row includes, so an op's own
+// cost is its row minus that one (docs/augmentations.md's cost table).
+//
+//   BM_PixelOp/<case>
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "feedline/image.h"
+#include "src/image/color_ops.h"
+
+namespace feedline {
+namespace {
+
+constexpr uint32_t kSide = 224;
+
+// The photo resized to 224x224, as 8-bit planes.
+const std::vector<uint8_t>& Planes() {
+  static const std::vector<uint8_t> planes = [] {
+    const std::string path = std::string(FEEDLINE_TEST_DATA_DIR) + "/photos/chelsea.png";
+    std::ifstream in(path, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+    Result<RgbImage> img = DecodeImage(bytes);
+    if (!img.ok()) {
+      std::fprintf(stderr, "%s: %s\n", path.c_str(), img.status().ToString().c_str());
+      std::abort();
+    }
+    Result<RgbImage> small = ResizedCrop(*img, 0, 0, img->width, img->height, kSide, kSide);
+    if (!small.ok()) std::abort();
+    const size_t n = size_t{kSide} * kSide;
+    std::vector<uint8_t> p(3 * n);
+    for (size_t i = 0; i < n; ++i) {
+      for (int c = 0; c < 3; ++c) p[c * n + i] = small->pixels[i * 3 + c];
+    }
+    return p;
+  }();
+  return planes;
+}
+
+struct Case {
+  const char* name;
+  std::vector<PixelStep> steps;
+};
+
+const std::vector<Case>& Cases() {
+  using K = PixelStepKind;
+  static const std::vector<Case> cases = {
+      {"none", {}},
+      {"brightness", {{K::kBrightness, 1.3}}},
+      {"contrast", {{K::kContrast, 0.7}}},
+      {"saturation", {{K::kSaturation, 1.4}}},
+      {"hue", {{K::kHue, 0.1}}},
+      {"grayscale", {{K::kGrayscale}}},
+      {"invert", {{K::kInvert}}},
+      {"posterize", {{K::kPosterize, 4}}},
+      {"solarize", {{K::kSolarize, 128}}},
+      {"autocontrast", {{K::kAutocontrast}}},
+      {"equalize", {{K::kEqualize}}},
+      {"sharpness", {{K::kSharpness, 2.0}}},
+      {"blur3", {{K::kGaussianBlur, 1.0, 3, 3}}},
+      {"blur23", {{K::kGaussianBlur, 1.5, 23, 23}}},
+      {"jitter4",
+       {{K::kBrightness, 1.2}, {K::kContrast, 0.8}, {K::kSaturation, 1.3}, {K::kHue, 0.05}}},
+      {"tables5",
+       {{K::kBrightness, 1.2},
+        {K::kInvert},
+        {K::kPosterize, 5},
+        {K::kAutocontrast},
+        {K::kEqualize}}},
+  };
+  return cases;
+}
+
+void BM_PixelOp(benchmark::State& state) {
+  const Case& c = Cases()[static_cast<size_t>(state.range(0))];
+  const std::vector<uint8_t>& src = Planes();
+  std::vector<uint8_t> planes(src.size());
+  std::vector<float> out(src.size());
+  image::OutputFormat format;  // float32 CHW, ImageNet-like normalisation
+  format.mul = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
+  format.add = {-2.1f, -2.0f, -1.8f};
+  image::PixelScratch scratch;
+  for (auto _ : state) {
+    std::memcpy(planes.data(), src.data(), src.size());
+    image::ApplyStepsAndConvert(c.steps, kSide, kSide, planes.data(), format, &scratch, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kSide * kSide);
+  state.SetLabel(c.name);
+}
+BENCHMARK(BM_PixelOp)->DenseRange(0, 15);
+
+}  // namespace
+}  // namespace feedline
+
+BENCHMARK_MAIN();

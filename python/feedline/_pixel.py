@@ -1,0 +1,227 @@
+"""Colour and pixel ops (issue 17): native kernels with torchvision's
+semantics on uint8 tensors, callable on one image and recognised inside a
+torchvision Compose (docs/augmentations.md).
+
+Each op is described by a dict of PixelOp fields, so that the translation
+(_tv.py) can copy its state freely; `make_op` turns it into a _C.PixelOp.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import torch
+
+from . import _C
+
+Fields = Dict[str, Any]
+
+
+def make_op(fields: Fields) -> _C.PixelOp:
+    op = _C.PixelOp()
+    for key, value in fields.items():
+        setattr(op, key, getattr(_C.PixelOpKind, value) if key == "kind" else value)
+    return op
+
+
+def _jitter_range(name: str, value: Any, center: float, bound: Tuple[float, float],
+                  clip_first_on_zero: bool) -> Optional[Tuple[float, float]]:
+    """torchvision ColorJitter._check_input: a number v is [center - v,
+    center + v] (floored at 0 for the factors), a pair is taken as is; None
+    (no op) when the range is just the centre."""
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"If {name} is a single number, it must be non negative.")
+        lo, hi = center - float(value), center + float(value)
+        if clip_first_on_zero:
+            lo = max(lo, 0.0)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        lo, hi = float(value[0]), float(value[1])
+    else:
+        raise TypeError(f"{name} should be a single number or a list/tuple with length 2.")
+    if not bound[0] <= lo <= hi <= bound[1]:
+        raise ValueError(f"{name} values should be between {bound}, but got {[lo, hi]}.")
+    return None if lo == hi == center else (lo, hi)
+
+
+def jitter_fields(brightness: Optional[Sequence[float]], contrast: Optional[Sequence[float]],
+                  saturation: Optional[Sequence[float]], hue: Optional[Sequence[float]]) -> Fields:
+    """ColorJitter's fields from its parsed ranges (None: not applied)."""
+    f: Fields = {"kind": "COLOR_JITTER"}
+    for name, r in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation), ("hue", hue)):
+        f["has_" + name] = r is not None
+        if r is not None:
+            f[name] = [float(r[0]), float(r[1])]
+    return f
+
+
+def _pair(value: Any, name: str) -> Tuple[int, int]:
+    if isinstance(value, (int, float)):
+        return int(value), int(value)
+    v = list(value)
+    if len(v) == 1:
+        return int(v[0]), int(v[0])
+    if len(v) != 2:
+        raise ValueError(f"{name} should have 1 or 2 values, got {v}")
+    return int(v[0]), int(v[1])
+
+
+def blur_fields(kernel_size: Any, sigma: Any) -> Fields:
+    """GaussianBlur's fields: kernel (width, height) and the sigma range."""
+    kw, kh = _pair(kernel_size, "kernel_size")
+    if isinstance(sigma, (int, float)):
+        lo = hi = float(sigma)
+    else:
+        s = [float(v) for v in sigma]
+        lo, hi = (s[0], s[0]) if len(s) == 1 else (s[0], s[1])
+    return {"kind": "GAUSSIAN_BLUR", "kernel_width": kw, "kernel_height": kh, "sigma": [lo, hi]}
+
+
+class PixelTransform:
+    """A native colour or pixel op. Called on one uint8 (3, H, W) tensor it
+    returns a new uint8 tensor; its random parameters are drawn from a seed
+    taken from torch's default generator (torch.manual_seed makes calls
+    reproducible). Inside a feedline Loader (a torchvision Compose or a
+    list of these after the resize) it runs fused in C++ on the sample's
+    own random stream."""
+
+    fields: Fields
+    _args: Dict[str, Any]
+
+    def op(self) -> _C.PixelOp:
+        return make_op(self.fields)
+
+    def __call__(self, img: Any) -> Any:
+        if type(img).__module__.startswith("PIL."):  # a PIL image (a Python op's input): RGB in, RGB out
+            import numpy as np
+            from PIL import Image
+            chw = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)
+            return Image.fromarray(self(chw).permute(1, 2, 0).contiguous().numpy())
+        if not isinstance(img, torch.Tensor) or img.dtype != torch.uint8 or img.ndim != 3 or img.shape[0] != 3:
+            what = f"{img.dtype} tensor of shape {tuple(img.shape)}" if isinstance(img, torch.Tensor) else type(img)
+            raise TypeError(f"{type(self).__name__} takes a uint8 tensor of shape (3, H, W), got {what}")
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+        out = _C.apply_pixel_ops([self.op()], img.detach().cpu().contiguous().numpy(), seed)
+        return torch.from_numpy(out)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._args.items())
+        return f"{type(self).__name__}({args})"
+
+
+class ColorJitter(PixelTransform):
+    """torchvision ColorJitter: brightness, contrast, saturation and hue
+    factors uniform in their ranges, applied in a random order."""
+
+    def __init__(self, brightness: Any = 0, contrast: Any = 0, saturation: Any = 0, hue: Any = 0) -> None:
+        self._args = {"brightness": brightness, "contrast": contrast, "saturation": saturation, "hue": hue}
+        self.brightness = _jitter_range("brightness", brightness, 1.0, (0, float("inf")), True)
+        self.contrast = _jitter_range("contrast", contrast, 1.0, (0, float("inf")), True)
+        self.saturation = _jitter_range("saturation", saturation, 1.0, (0, float("inf")), True)
+        self.hue = _jitter_range("hue", hue, 0.0, (-0.5, 0.5), False)
+        self.fields = jitter_fields(self.brightness, self.contrast, self.saturation, self.hue)
+
+
+class Grayscale(PixelTransform):
+    """torchvision Grayscale(num_output_channels=3): the luma in all three
+    channels (one output channel is not native: batches are RGB)."""
+
+    def __init__(self, num_output_channels: int = 3) -> None:
+        if num_output_channels != 3:
+            raise ValueError("feedline's Grayscale keeps 3 channels (num_output_channels=3)")
+        self._args = {"num_output_channels": num_output_channels}
+        self.fields = {"kind": "GRAYSCALE", "p": 1.0}
+
+
+class _RandomApply(PixelTransform):
+    _kind = ""
+
+    def __init__(self, p: float = 0.5, **params: Any) -> None:
+        self._args = {**params, "p": p}
+        self.p = float(p)
+        self.fields = {"kind": self._kind, "p": self.p, **params}
+
+
+class RandomGrayscale(_RandomApply):
+    """torchvision RandomGrayscale(p=0.1)."""
+    _kind = "GRAYSCALE"
+
+    def __init__(self, p: float = 0.1) -> None:
+        super().__init__(p)
+
+
+class RandomInvert(_RandomApply):
+    """torchvision RandomInvert(p)."""
+    _kind = "INVERT"
+
+
+class RandomAutocontrast(_RandomApply):
+    """torchvision RandomAutocontrast(p)."""
+    _kind = "AUTOCONTRAST"
+
+
+class RandomEqualize(_RandomApply):
+    """torchvision RandomEqualize(p)."""
+    _kind = "EQUALIZE"
+
+
+class RandomPosterize(_RandomApply):
+    """torchvision RandomPosterize(bits, p): keeps the top `bits` bits."""
+    _kind = "POSTERIZE"
+
+    def __init__(self, bits: int, p: float = 0.5) -> None:
+        super().__init__(p, bits=int(bits))
+
+
+class RandomSolarize(_RandomApply):
+    """torchvision RandomSolarize(threshold, p): inverts values >= threshold."""
+    _kind = "SOLARIZE"
+
+    def __init__(self, threshold: float, p: float = 0.5) -> None:
+        super().__init__(p, threshold=float(threshold))
+
+
+class RandomAdjustSharpness(_RandomApply):
+    """torchvision RandomAdjustSharpness(sharpness_factor, p)."""
+    _kind = "ADJUST_SHARPNESS"
+
+    def __init__(self, sharpness_factor: float, p: float = 0.5) -> None:
+        super().__init__(p, factor=float(sharpness_factor))
+        self._args = {"sharpness_factor": sharpness_factor, "p": p}
+
+
+class GaussianBlur(PixelTransform):
+    """torchvision GaussianBlur(kernel_size, sigma): sigma uniform in its
+    range per image, reflect padding."""
+
+    def __init__(self, kernel_size: Any, sigma: Any = (0.1, 2.0)) -> None:
+        self._args = {"kernel_size": kernel_size, "sigma": sigma}
+        self.fields = blur_fields(kernel_size, sigma)
+        _C.check_pixel_ops([self.op()])
+
+
+PIXEL_CLASSES = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert", "RandomPosterize", "RandomSolarize",
+                 "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "GaussianBlur")
+
+
+def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
+    """The fields of torchvision member `m` (class `name`, v1 or v2), or
+    (None, why it is not native)."""
+    if name == "ColorJitter":
+        return jitter_fields(m.brightness, m.contrast, m.saturation, m.hue), ""
+    if name == "Grayscale":
+        if int(m.num_output_channels) != 3:
+            return None, "Grayscale(num_output_channels=1) gives one channel: not native (3 is)"
+        return {"kind": "GRAYSCALE", "p": 1.0}, ""
+    if name == "GaussianBlur":
+        return blur_fields(m.kernel_size, m.sigma), ""
+    kinds = {"RandomGrayscale": "GRAYSCALE", "RandomInvert": "INVERT", "RandomAutocontrast": "AUTOCONTRAST",
+             "RandomEqualize": "EQUALIZE", "RandomPosterize": "POSTERIZE", "RandomSolarize": "SOLARIZE",
+             "RandomAdjustSharpness": "ADJUST_SHARPNESS"}
+    f: Fields = {"kind": kinds[name], "p": float(m.p)}
+    if name == "RandomPosterize":
+        f["bits"] = int(m.bits)
+    elif name == "RandomSolarize":
+        f["threshold"] = float(m.threshold)
+    elif name == "RandomAdjustSharpness":
+        f["factor"] = float(m.sharpness_factor)
+    return f, ""

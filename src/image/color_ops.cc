@@ -1,0 +1,533 @@
+// Colour and pixel ops: parameter checks, torchvision's random draws, and
+// the fused kernels (color_ops.h).
+#include "src/image/color_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "src/image/half.h"
+
+namespace feedline {
+
+namespace {
+
+std::string_view PixelOpName(PixelOpKind k) {
+  switch (k) {
+    case PixelOpKind::kColorJitter: return "ColorJitter";
+    case PixelOpKind::kGrayscale: return "RandomGrayscale";
+    case PixelOpKind::kInvert: return "RandomInvert";
+    case PixelOpKind::kPosterize: return "RandomPosterize";
+    case PixelOpKind::kSolarize: return "RandomSolarize";
+    case PixelOpKind::kAutocontrast: return "RandomAutocontrast";
+    case PixelOpKind::kEqualize: return "RandomEqualize";
+    case PixelOpKind::kAdjustSharpness: return "RandomAdjustSharpness";
+    case PixelOpKind::kGaussianBlur: return "GaussianBlur";
+  }
+  return "pixel op";
+}
+
+Status Bad(size_t i, PixelOpKind k, const std::string& what) {
+  return InvalidArgumentError("pixel op " + std::to_string(i) + " (" + std::string(PixelOpName(k)) +
+                              "): " + what);
+}
+
+std::string Range(const std::array<double, 2>& r) {
+  return "[" + std::to_string(r[0]) + ", " + std::to_string(r[1]) + "]";
+}
+
+}  // namespace
+
+Status CheckPixelOps(std::span<const PixelOp> ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PixelOp& op = ops[i];
+    if (!(op.p >= 0 && op.p <= 1)) return Bad(i, op.kind, "p must be in [0, 1]");
+    switch (op.kind) {
+      case PixelOpKind::kColorJitter: {
+        const std::pair<bool, const std::array<double, 2>*> factors[] = {
+            {op.has_brightness, &op.brightness},
+            {op.has_contrast, &op.contrast},
+            {op.has_saturation, &op.saturation}};
+        for (const auto& [has, r] : factors) {
+          if (has && !((*r)[0] >= 0 && (*r)[0] <= (*r)[1] && std::isfinite((*r)[1]))) {
+            return Bad(i, op.kind, "factor range " + Range(*r) + " must satisfy 0 <= lo <= hi");
+          }
+        }
+        if (op.has_hue && !(op.hue[0] >= -0.5 && op.hue[0] <= op.hue[1] && op.hue[1] <= 0.5)) {
+          return Bad(i, op.kind, "hue range " + Range(op.hue) + " must lie in [-0.5, 0.5]");
+        }
+        break;
+      }
+      case PixelOpKind::kPosterize:
+        if (op.bits > 8) return Bad(i, op.kind, "bits must be in 0..8");
+        break;
+      case PixelOpKind::kSolarize:
+        if (!(op.threshold >= 0 && op.threshold <= 255)) {
+          return Bad(i, op.kind, "threshold must be in [0, 255] for uint8 images");
+        }
+        break;
+      case PixelOpKind::kAdjustSharpness:
+        if (!(op.factor >= 0 && std::isfinite(op.factor))) {
+          return Bad(i, op.kind, "sharpness_factor must be non-negative");
+        }
+        break;
+      case PixelOpKind::kGaussianBlur:
+        if (op.kernel_width % 2 == 0 || op.kernel_height % 2 == 0 || op.kernel_width > 255 ||
+            op.kernel_height > 255) {
+          return Bad(i, op.kind, "kernel size values must be odd and positive (at most 255)");
+        }
+        if (!(op.sigma[0] > 0 && op.sigma[0] <= op.sigma[1] && std::isfinite(op.sigma[1]))) {
+          return Bad(i, op.kind, "sigma range " + Range(op.sigma) + " must satisfy 0 < lo <= hi");
+        }
+        break;
+      default: break;
+    }
+  }
+  return Status::OK();
+}
+
+void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng, std::vector<PixelStep>* steps) {
+  for (const PixelOp& op : ops) {
+    switch (op.kind) {
+      case PixelOpKind::kColorJitter: {
+        // torchvision ColorJitter.get_params: fn_idx = randperm(4), then
+        // each factor that is not None, uniform in its range.
+        std::array<int, 4> order = {0, 1, 2, 3};
+        for (int k = 3; k > 0; --k) {
+          std::swap(order[k], order[rng.UniformInt(static_cast<uint64_t>(k) + 1)]);
+        }
+        const bool has[4] = {op.has_brightness, op.has_contrast, op.has_saturation, op.has_hue};
+        const std::array<double, 2>* range[4] = {&op.brightness, &op.contrast, &op.saturation,
+                                                 &op.hue};
+        double factor[4] = {1, 1, 1, 0};
+        for (int k = 0; k < 4; ++k) {
+          if (has[k]) factor[k] = rng.Uniform((*range[k])[0], (*range[k])[1]);
+        }
+        constexpr PixelStepKind kinds[4] = {PixelStepKind::kBrightness, PixelStepKind::kContrast,
+                                            PixelStepKind::kSaturation, PixelStepKind::kHue};
+        for (int k : order) {
+          if (has[k]) steps->push_back({kinds[k], factor[k]});
+        }
+        break;
+      }
+      case PixelOpKind::kGaussianBlur:
+        steps->push_back({PixelStepKind::kGaussianBlur, rng.Uniform(op.sigma[0], op.sigma[1]),
+                          op.kernel_width, op.kernel_height});
+        break;
+      default: {
+        // One draw per sample even at p = 0 or 1, so that later ops' draws
+        // do not depend on p.
+        if (!rng.Bernoulli(op.p)) break;
+        switch (op.kind) {
+          case PixelOpKind::kGrayscale: steps->push_back({PixelStepKind::kGrayscale}); break;
+          case PixelOpKind::kInvert: steps->push_back({PixelStepKind::kInvert}); break;
+          case PixelOpKind::kPosterize:
+            steps->push_back({PixelStepKind::kPosterize, static_cast<double>(op.bits)});
+            break;
+          case PixelOpKind::kSolarize:
+            steps->push_back({PixelStepKind::kSolarize, op.threshold});
+            break;
+          case PixelOpKind::kAutocontrast: steps->push_back({PixelStepKind::kAutocontrast}); break;
+          case PixelOpKind::kEqualize: steps->push_back({PixelStepKind::kEqualize}); break;
+          case PixelOpKind::kAdjustSharpness:
+            steps->push_back({PixelStepKind::kSharpness, op.factor});
+            break;
+          default: break;
+        }
+      }
+    }
+  }
+}
+
+namespace image {
+namespace {
+
+using Lut = std::array<std::array<uint8_t, 256>, 3>;
+
+// torchvision's _blend on uint8: (ratio * a + (1 - ratio) * b) in float32,
+// clamped to [0, 255], truncated.
+inline uint8_t Blend(float ratio, float one_minus, float a, float b) {
+  const float v = ratio * a + one_minus * b;
+  return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+}
+
+// rgb_to_grayscale on uint8: 0.2989 r + 0.587 g + 0.114 b in float32 (in
+// that order), truncated.
+inline uint8_t Gray(uint8_t r, uint8_t g, uint8_t b) {
+  const float a = 0.2989f * static_cast<float>(r);
+  const float c = 0.587f * static_cast<float>(g);
+  const float d = 0.114f * static_cast<float>(b);
+  return static_cast<uint8_t>(std::clamp((a + c) + d, 0.0f, 255.0f));
+}
+
+// adjust_hue on one pixel: torchvision's _rgb2hsv, the shift modulo 1, and
+// _hsv2rgb, all in float32, then * 255 truncated.
+inline void HuePixel(float shift, uint8_t* r8, uint8_t* g8, uint8_t* b8) {
+  const float r = static_cast<float>(*r8) / 255.0f, g = static_cast<float>(*g8) / 255.0f,
+              b = static_cast<float>(*b8) / 255.0f;
+  const float maxc = std::max({r, g, b}), minc = std::min({r, g, b});
+  const bool eqc = maxc == minc;
+  const float cr = maxc - minc;
+  const float s = cr / (eqc ? 1.0f : maxc);
+  const float crd = eqc ? 1.0f : cr;
+  const float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
+  const float hr = maxc == r ? bc - gc : 0.0f;
+  const float hg = (maxc == g && maxc != r) ? (2.0f + rc) - bc : 0.0f;
+  const float hb = (maxc != g && maxc != r) ? (4.0f + gc) - rc : 0.0f;
+  float h = std::fmod((hr + hg + hb) / 6.0f + 1.0f, 1.0f);
+  // torch.remainder(h + shift, 1.0): fmod, moved to the divisor's sign.
+  h = std::fmod(h + shift, 1.0f);
+  if (h < 0) h += 1.0f;
+  const float v = maxc;
+  const float i_f = std::floor(h * 6.0f);
+  const float f = h * 6.0f - i_f;
+  int i = static_cast<int>(i_f) % 6;
+  if (i < 0) i += 6;
+  const float p = std::clamp(v * (1.0f - s), 0.0f, 1.0f);
+  const float q = std::clamp(v * (1.0f - s * f), 0.0f, 1.0f);
+  const float t = std::clamp(v * (1.0f - s * (1.0f - f)), 0.0f, 1.0f);
+  float ro, go, bo;
+  switch (i) {
+    case 0: ro = v, go = t, bo = p; break;
+    case 1: ro = q, go = v, bo = p; break;
+    case 2: ro = p, go = v, bo = t; break;
+    case 3: ro = p, go = q, bo = v; break;
+    case 4: ro = t, go = p, bo = v; break;
+    default: ro = v, go = p, bo = q; break;
+  }
+  *r8 = static_cast<uint8_t>(ro * 255.0f);
+  *g8 = static_cast<uint8_t>(go * 255.0f);
+  *b8 = static_cast<uint8_t>(bo * 255.0f);
+}
+
+// Index `i` in [-n, 2n) reflected into [0, n) without repeating the edge
+// (torch's "reflect" padding), for any kernel radius.
+inline int32_t Reflect(int32_t i, int32_t n) {
+  if (n == 1) return 0;
+  const int32_t period = 2 * (n - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - i;
+}
+
+// torchvision's _get_gaussian_kernel1d in float32.
+void GaussianKernel(uint32_t size, double sigma, std::vector<float>* k) {
+  k->resize(size);
+  const float half = static_cast<float>(size - 1) * 0.5f;
+  const auto s = static_cast<float>(sigma);
+  float sum = 0;
+  for (uint32_t i = 0; i < size; ++i) {
+    const float x = static_cast<float>(i) - half;  // linspace(-half, half): integers
+    const float r = x / s;
+    (*k)[i] = std::exp(-0.5f * (r * r));
+    sum += (*k)[i];
+  }
+  for (float& v : *k) v /= sum;
+}
+
+class Pipeline {
+ public:
+  Pipeline(uint32_t width, uint32_t height, uint8_t* chw, PixelScratch* scratch)
+      : w_(width), h_(height), n_(size_t{width} * height), px_(chw), scratch_(scratch) {
+    for (auto& l : lut_) std::iota(l.begin(), l.end(), 0);
+  }
+
+  void Run(const PixelStep& s) {
+    const auto ratio = static_cast<float>(s.value);
+    const auto one_minus = static_cast<float>(1.0 - s.value);
+    switch (s.kind) {
+      case PixelStepKind::kBrightness:
+        MapLut([&](int, uint8_t v) { return Blend(ratio, one_minus, v, 0.0f); });
+        break;
+      case PixelStepKind::kContrast: {
+        const float mean = GrayMean();
+        MapLut([&](int, uint8_t v) { return Blend(ratio, one_minus, v, mean); });
+        break;
+      }
+      case PixelStepKind::kInvert:
+        MapLut([](int, uint8_t v) { return static_cast<uint8_t>(255 - v); });
+        break;
+      case PixelStepKind::kPosterize: {
+        const auto mask = static_cast<uint8_t>(0xFF00u >> static_cast<int>(s.value));
+        MapLut([mask](int, uint8_t v) { return static_cast<uint8_t>(v & mask); });
+        break;
+      }
+      case PixelStepKind::kSolarize:
+        MapLut([&](int, uint8_t v) { return v >= s.value ? static_cast<uint8_t>(255 - v) : v; });
+        break;
+      case PixelStepKind::kAutocontrast: Autocontrast(); break;
+      case PixelStepKind::kEqualize: Equalize(); break;
+      case PixelStepKind::kGrayscale: Grayscale(); break;
+      case PixelStepKind::kSaturation: Saturation(ratio, one_minus); break;
+      case PixelStepKind::kHue: Hue(static_cast<float>(s.value)); break;
+      case PixelStepKind::kSharpness: Sharpness(ratio, one_minus); break;
+      case PixelStepKind::kGaussianBlur: Blur(s); break;
+    }
+  }
+
+  // Writes the pending table into the pixels.
+  void Flush() {
+    if (identity_) return;
+    for (int c = 0; c < 3; ++c) {
+      uint8_t* p = px_ + c * n_;
+      const uint8_t* l = lut_[c].data();
+      for (size_t i = 0; i < n_; ++i) p[i] = l[p[i]];
+    }
+    Reset();
+  }
+
+  // The output conversion with the pending table folded in.
+  void Convert(const OutputFormat& f, void* out) const {
+    const bool chw = f.layout == Layout::kCHW;
+    for (int c = 0; c < 3; ++c) {
+      const uint8_t* p = px_ + c * n_;
+      const uint8_t* l = lut_[c].data();
+      const size_t step = chw ? 1 : 3;
+      const size_t base = chw ? c * n_ : c;
+      switch (f.dtype) {
+        case DType::kUInt8: {
+          uint8_t* o = static_cast<uint8_t*>(out) + base;
+          for (size_t i = 0; i < n_; ++i) o[i * step] = l[p[i]];
+          break;
+        }
+        case DType::kFloat32: {
+          std::array<float, 256> fl;
+          for (int v = 0; v < 256; ++v) fl[v] = static_cast<float>(l[v]) * f.mul[c] + f.add[c];
+          float* o = static_cast<float*>(out) + base;
+          for (size_t i = 0; i < n_; ++i) o[i * step] = fl[p[i]];
+          break;
+        }
+        case DType::kFloat16:
+        case DType::kBFloat16: {
+          std::array<uint16_t, 256> hl;
+          for (int v = 0; v < 256; ++v) {
+            const float x = static_cast<float>(l[v]) * f.mul[c] + f.add[c];
+            hl[v] = f.dtype == DType::kFloat16 ? FloatToHalf(x) : FloatToBFloat16(x);
+          }
+          uint16_t* o = static_cast<uint16_t*>(out) + base;
+          for (size_t i = 0; i < n_; ++i) o[i * step] = hl[p[i]];
+          break;
+        }
+        default: break;  // rejected when the op is made
+      }
+    }
+  }
+
+ private:
+  template <typename F>
+  void MapLut(F f) {
+    for (int c = 0; c < 3; ++c) {
+      for (auto& v : lut_[c]) v = f(c, v);
+    }
+    identity_ = false;
+  }
+
+  void Reset() {
+    for (auto& l : lut_) std::iota(l.begin(), l.end(), 0);
+    identity_ = true;
+    hist_valid_ = false;
+  }
+
+  // Per-channel histograms of the current image (the pixels through the table).
+  std::array<std::array<uint64_t, 256>, 3> Histograms() {
+    if (!hist_valid_) {
+      for (int c = 0; c < 3; ++c) {
+        hist_[c].fill(0);
+        const uint8_t* p = px_ + c * n_;
+        for (size_t i = 0; i < n_; ++i) ++hist_[c][p[i]];
+      }
+      hist_valid_ = true;
+    }
+    std::array<std::array<uint64_t, 256>, 3> h{};
+    for (int c = 0; c < 3; ++c) {
+      for (int v = 0; v < 256; ++v) h[c][lut_[c][v]] += hist_[c][v];
+    }
+    return h;
+  }
+
+  // torch.mean(rgb_to_grayscale(img).float()): exact in 64-bit, then float32.
+  float GrayMean() const {
+    const uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n_; ++i) sum += Gray(lr[r[i]], lg[g[i]], lb[b[i]]);
+    return static_cast<float>(static_cast<double>(sum) / static_cast<double>(n_));
+  }
+
+  void Autocontrast() {
+    const auto h = Histograms();
+    MapLut([&](int c, uint8_t v) {
+      int lo = 0, hi = 255;
+      while (lo < 255 && h[c][lo] == 0) ++lo;
+      while (hi > 0 && h[c][hi] == 0) --hi;
+      auto minimum = static_cast<float>(lo);
+      // bound / tensor is reciprocal(tensor) * bound in torch (__rtruediv__).
+      float scale = (1.0f / (static_cast<float>(hi) - minimum)) * 255.0f;
+      if (!std::isfinite(scale)) minimum = 0, scale = 1;
+      return static_cast<uint8_t>(
+          std::clamp((static_cast<float>(v) - minimum) * scale, 0.0f, 255.0f));
+    });
+  }
+
+  // torchvision's _scale_channel per channel: a table from the histogram.
+  void Equalize() {
+    const auto h = Histograms();
+    std::array<std::array<uint8_t, 256>, 3> eq;
+    for (int c = 0; c < 3; ++c) {
+      std::iota(eq[c].begin(), eq[c].end(), 0);
+      int last = 255;
+      while (last > 0 && h[c][last] == 0) --last;
+      uint64_t total = 0;  // all but the last non-empty bin
+      for (int v = 0; v < last; ++v) total += h[c][v];
+      const uint64_t step = total / 255;
+      if (step == 0) continue;
+      uint64_t cum = 0;
+      for (int v = 0; v < 256; ++v) {
+        eq[c][v] = static_cast<uint8_t>(std::min<uint64_t>((cum + step / 2) / step, 255));
+        cum += h[c][v];
+      }
+    }
+    MapLut([&](int c, uint8_t v) { return eq[c][v]; });
+  }
+
+  void Grayscale() {
+    uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
+    for (size_t i = 0; i < n_; ++i) r[i] = g[i] = b[i] = Gray(lr[r[i]], lg[g[i]], lb[b[i]]);
+    Reset();
+  }
+
+  void Saturation(float ratio, float one_minus) {
+    uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
+    for (size_t i = 0; i < n_; ++i) {
+      const uint8_t rv = lr[r[i]], gv = lg[g[i]], bv = lb[b[i]];
+      const auto gray = static_cast<float>(Gray(rv, gv, bv));
+      r[i] = Blend(ratio, one_minus, rv, gray);
+      g[i] = Blend(ratio, one_minus, gv, gray);
+      b[i] = Blend(ratio, one_minus, bv, gray);
+    }
+    Reset();
+  }
+
+  void Hue(float shift) {
+    uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
+    for (size_t i = 0; i < n_; ++i) {
+      r[i] = lr[r[i]], g[i] = lg[g[i]], b[i] = lb[b[i]];
+      HuePixel(shift, &r[i], &g[i], &b[i]);
+    }
+    Reset();
+  }
+
+  // adjust_sharpness: blend with the 3x3 smoothed image (weights 1, centre
+  // 5, over 13; rounded; border pixels kept), images under 3x3 unchanged.
+  void Sharpness(float ratio, float one_minus) {
+    if (w_ <= 2 || h_ <= 2) return;
+    Flush();
+    scratch_->bytes.resize(n_);
+    for (int c = 0; c < 3; ++c) {
+      uint8_t* p = px_ + c * n_;
+      uint8_t* src = scratch_->bytes.data();
+      std::memcpy(src, p, n_);
+      for (uint32_t y = 0; y < h_; ++y) {
+        const uint8_t* cur = src + size_t{y} * w_;
+        uint8_t* o = p + size_t{y} * w_;
+        const bool border_row = y == 0 || y + 1 == h_;
+        for (uint32_t x = 0; x < w_; ++x) {
+          uint32_t d = cur[x];
+          if (!border_row && x > 0 && x + 1 < w_) {
+            const uint8_t* up = cur - w_;
+            const uint8_t* down = cur + w_;
+            const uint32_t s = up[x - 1] + up[x] + up[x + 1] + cur[x - 1] + 5u * cur[x] +
+                               cur[x + 1] + down[x - 1] + down[x] + down[x + 1];
+            d = (2 * s + 13) / 26;  // round(s / 13): never a tie (13 is odd)
+          }
+          o[x] = Blend(ratio, one_minus, cur[x], static_cast<float>(d));
+        }
+      }
+    }
+    hist_valid_ = false;
+  }
+
+  // gaussian_blur: separable float32 kernels, reflect padding, rounded half
+  // to even (torch.round).
+  void Blur(const PixelStep& s) {
+    Flush();
+    std::vector<float>& f = scratch_->floats;
+    std::vector<float> kx, ky;
+    GaussianKernel(s.kernel_width, s.value, &kx);
+    GaussianKernel(s.kernel_height, s.value, &ky);
+    const auto rx = static_cast<int32_t>(s.kernel_width / 2),
+               ry = static_cast<int32_t>(s.kernel_height / 2);
+    const auto w = static_cast<int32_t>(w_), h = static_cast<int32_t>(h_);
+    f.resize(n_ + 2 * size_t{w_} + 2 * static_cast<size_t>(rx) + 1);
+    float* rowbuf = f.data() + n_;                               // one padded source row
+    float* acc = rowbuf + w_ + 2 * static_cast<size_t>(rx) + 1;  // one output row's sums
+    for (int c = 0; c < 3; ++c) {
+      uint8_t* p = px_ + c * n_;
+      for (int32_t y = 0; y < h; ++y) {
+        const uint8_t* src = p + static_cast<size_t>(y) * w_;
+        for (int32_t x = -rx; x < w + rx; ++x) {
+          rowbuf[x + rx] = static_cast<float>(src[Reflect(x, w)]);
+        }
+        float* o = f.data() + static_cast<size_t>(y) * w_;
+        std::fill(o, o + w_, 0.0f);
+        for (int32_t k = 0; k <= 2 * rx; ++k) {
+          const float wk = kx[k];
+          const float* in = rowbuf + k;
+          for (uint32_t x = 0; x < w_; ++x) o[x] += wk * in[x];
+        }
+      }
+      // Vertical: whole rows at a time (contiguous, vectorised by the
+      // compiler), summing the taps in the same order as per pixel.
+      for (int32_t y = 0; y < h; ++y) {
+        uint8_t* o = p + static_cast<size_t>(y) * w_;
+        std::fill(acc, acc + w_, 0.0f);
+        for (int32_t k = 0; k <= 2 * ry; ++k) {
+          const float* row = f.data() + static_cast<size_t>(Reflect(y + k - ry, h)) * w_;
+          const float wk = ky[k];
+          for (uint32_t x = 0; x < w_; ++x) acc[x] += wk * row[x];
+        }
+        for (uint32_t x = 0; x < w_; ++x) {
+          o[x] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc[x]), 0.0f, 255.0f));
+        }
+      }
+    }
+    hist_valid_ = false;
+  }
+
+  const uint32_t w_, h_;
+  const size_t n_;
+  uint8_t* const px_;
+  PixelScratch* const scratch_;
+  Lut lut_;
+  bool identity_ = true;
+  bool hist_valid_ = false;  // hist_ describes px_ (not the table)
+  std::array<std::array<uint64_t, 256>, 3> hist_;
+};
+
+}  // namespace
+
+void ApplyStepsAndConvert(std::span<const PixelStep> steps, uint32_t width, uint32_t height,
+                          uint8_t* chw, const OutputFormat& format, PixelScratch* scratch,
+                          void* out) {
+  Pipeline pipe(width, height, chw, scratch);
+  for (const PixelStep& s : steps) pipe.Run(s);
+  pipe.Convert(format, out);
+}
+
+}  // namespace image
+
+void ApplyPixelSteps(std::span<const PixelStep> steps, uint32_t width, uint32_t height,
+                     uint8_t* chw) {
+  image::PixelScratch scratch;
+  image::Pipeline pipe(width, height, chw, &scratch);
+  for (const PixelStep& s : steps) pipe.Run(s);
+  pipe.Flush();
+}
+
+}  // namespace feedline

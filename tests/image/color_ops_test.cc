@@ -1,0 +1,178 @@
+// The colour and pixel ops (src/image/color_ops.cc): parameter checks, the
+// draws, and the fused pipeline (table ops composed, the last table folded
+// into the output conversion) against the same steps applied one at a time,
+// on odd sizes. Equality with torchvision is tests/python/test_pixel_ops.py's.
+#include "src/image/color_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "feedline/image.h"
+#include "tests/image/test_images.h"
+
+namespace feedline {
+namespace {
+
+using image::OutputFormat;
+using image::PixelScratch;
+
+std::vector<uint8_t> RandomPlanes(uint32_t w, uint32_t h, uint64_t seed) {
+  SampleRng rng = SampleRng::ForSample(seed, 0, 0, 0);
+  std::vector<uint8_t> px(size_t{w} * h * 3);
+  // Smooth-ish content with a narrow range, so autocontrast/equalize act.
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(60 + rng.UniformInt(90));
+  return px;
+}
+
+std::vector<PixelStep> AllSteps() {
+  using K = PixelStepKind;
+  return {{K::kBrightness, 1.2}, {K::kInvert},        {K::kContrast, 0.7},
+          {K::kPosterize, 5},    {K::kAutocontrast},  {K::kEqualize},
+          {K::kSaturation, 1.4}, {K::kSolarize, 200}, {K::kHue, -0.1},
+          {K::kSharpness, 1.7},  {K::kContrast, 1.3}, {K::kGaussianBlur, 1.1, 5, 3},
+          {K::kBrightness, 0.9}, {K::kAutocontrast},  {K::kGrayscale}};
+}
+
+TEST(ColorOpsTest, CheckNamesTheOpAndParameter) {
+  PixelOp jitter;
+  jitter.has_hue = true;
+  jitter.hue = {-0.7, 0.1};
+  Status st = CheckPixelOps(std::vector<PixelOp>{PixelOp{}, jitter});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("pixel op 1 (ColorJitter): hue range"), std::string::npos)
+      << st.ToString();
+  PixelOp blur;
+  blur.kind = PixelOpKind::kGaussianBlur;
+  blur.kernel_width = 4;
+  st = CheckPixelOps(std::vector<PixelOp>{blur});
+  EXPECT_NE(st.message().find("GaussianBlur): kernel size"), std::string::npos) << st.ToString();
+  PixelOp inv;
+  inv.kind = PixelOpKind::kInvert;
+  inv.p = 1.5;
+  EXPECT_FALSE(CheckPixelOps(std::vector<PixelOp>{inv}).ok());
+  ImageTransform t;
+  t.pixel_ops = {blur};
+  std::vector<uint8_t> out(ImageField(t).SampleBytes());
+  st = TransformImage(testing::MustEncodeJpeg(testing::Noise(64, 48, 1), 90), t, CropBox{},
+                      out.data());
+  EXPECT_NE(st.message().find("kernel size"), std::string::npos) << st.ToString();
+}
+
+TEST(ColorOpsTest, FusedChainEqualsOneStepAtATimeOnOddSizes) {
+  const std::vector<PixelStep> steps = AllSteps();
+  for (auto [w, h] : std::vector<std::pair<uint32_t, uint32_t>>{
+           {1, 1}, {2, 3}, {3, 2}, {3, 3}, {7, 5}, {31, 17}, {64, 1}}) {
+    for (size_t len = 1; len <= steps.size(); ++len) {
+      const std::span<const PixelStep> prefix(steps.data(), len);
+      std::vector<uint8_t> one_by_one = RandomPlanes(w, h, w * 100 + h);
+      for (const PixelStep& s : prefix) ApplyPixelSteps({&s, 1}, w, h, one_by_one.data());
+      std::vector<uint8_t> fused = RandomPlanes(w, h, w * 100 + h);
+      std::vector<uint8_t> out(fused.size());
+      OutputFormat f;
+      f.dtype = DType::kUInt8;
+      f.layout = Layout::kCHW;
+      PixelScratch scratch;
+      image::ApplyStepsAndConvert(prefix, w, h, fused.data(), f, &scratch, out.data());
+      ASSERT_EQ(out, one_by_one) << w << "x" << h << ", " << len << " steps";
+    }
+  }
+}
+
+TEST(ColorOpsTest, ConversionFoldsTheTableIntoEveryOutputFormat) {
+  const uint32_t w = 13, h = 7;
+  const size_t n = size_t{w} * h;
+  using K = PixelStepKind;
+  const std::vector<PixelStep> steps = {{K::kBrightness, 1.3}, {K::kPosterize, 6}};
+  std::vector<uint8_t> want = RandomPlanes(w, h, 5);
+  ApplyPixelSteps(steps, w, h, want.data());
+  for (Layout layout : {Layout::kCHW, Layout::kHWC}) {
+    for (DType dtype : {DType::kUInt8, DType::kFloat32}) {
+      OutputFormat f;
+      f.dtype = dtype;
+      f.layout = layout;
+      f.mul = {0.5f, 2.0f, -1.0f};
+      f.add = {1.0f, 0.0f, 3.0f};
+      std::vector<uint8_t> px = RandomPlanes(w, h, 5);
+      std::vector<float> out(n * 3);
+      PixelScratch scratch;
+      image::ApplyStepsAndConvert(steps, w, h, px.data(), f, &scratch, out.data());
+      for (int c = 0; c < 3; ++c) {
+        for (size_t i = 0; i < n; ++i) {
+          const size_t at = layout == Layout::kCHW ? c * n + i : i * 3 + c;
+          const uint8_t v = want[c * n + i];
+          if (dtype == DType::kUInt8) {
+            ASSERT_EQ(reinterpret_cast<const uint8_t*>(out.data())[at], v);
+          } else {
+            ASSERT_EQ(out[at], static_cast<float>(v) * f.mul[c] + f.add[c]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ColorOpsTest, ColorJitterDrawsEveryOrderAndSkipsNoneFactors) {
+  PixelOp op;
+  op.has_brightness = op.has_contrast = op.has_saturation = op.has_hue = true;
+  op.brightness = {0.5, 1.5};
+  op.hue = {-0.2, 0.2};
+  std::set<std::vector<int>> orders;
+  for (uint64_t id = 0; id < 2000; ++id) {
+    SampleRng rng = SampleRng::ForSample(7, 0, id, 0);
+    std::vector<PixelStep> steps;
+    DrawPixelSteps(std::vector<PixelOp>{op}, rng, &steps);
+    ASSERT_EQ(steps.size(), 4u);
+    std::vector<int> order;
+    for (const PixelStep& s : steps) order.push_back(static_cast<int>(s.kind));
+    orders.insert(order);
+  }
+  EXPECT_EQ(orders.size(), 24u);
+  op.has_brightness = op.has_hue = false;
+  SampleRng rng = SampleRng::ForSample(7, 0, 0, 0);
+  std::vector<PixelStep> steps;
+  DrawPixelSteps(std::vector<PixelOp>{op}, rng, &steps);
+  ASSERT_EQ(steps.size(), 2u);
+  for (const PixelStep& s : steps) {
+    EXPECT_TRUE(s.kind == PixelStepKind::kContrast || s.kind == PixelStepKind::kSaturation);
+    EXPECT_EQ(s.value, 1.0);  // range {1, 1}
+  }
+}
+
+TEST(ColorOpsTest, TransformImageRunsTheDrawnStepsAfterTheResample) {
+  const std::vector<uint8_t> jpeg = testing::MustEncodeJpeg(testing::Noise(97, 61, 3), 90);
+  ImageTransform plain;
+  plain.crop = CropMode::kResizeFull;
+  plain.height = 33;
+  plain.width = 45;
+  plain.dtype = DType::kUInt8;
+  CropBox box;
+  box.region_width = 97;
+  box.region_height = 61;
+  box.width = 97;
+  box.height = 61;
+  std::vector<uint8_t> want(ImageField(plain).SampleBytes());
+  ASSERT_TRUE(TransformImage(jpeg, plain, box, want.data()).ok());
+  ImageTransform t = plain;
+  PixelOp jitter;
+  jitter.has_contrast = jitter.has_saturation = true;
+  jitter.contrast = {0.5, 1.5};
+  jitter.saturation = {0.5, 1.5};
+  PixelOp blur;
+  blur.kind = PixelOpKind::kGaussianBlur;
+  t.pixel_ops = {jitter, blur};
+  std::vector<uint8_t> got(want.size());
+  EXPECT_EQ(TransformImage(jpeg, t, box, got.data()).code(), StatusCode::kInvalidArgument);
+  SampleRng rng = SampleRng::ForSample(4, 1, 2, 0);
+  ASSERT_TRUE(TransformImage(jpeg, t, box, got.data(), &rng).ok());
+  SampleRng again = SampleRng::ForSample(4, 1, 2, 0);
+  std::vector<PixelStep> steps;
+  DrawPixelSteps(t.pixel_ops, again, &steps);
+  ASSERT_EQ(steps.size(), 3u);
+  ApplyPixelSteps(steps, plain.width, plain.height, want.data());
+  EXPECT_EQ(got, want);
+}
+
+}  // namespace
+}  // namespace feedline
