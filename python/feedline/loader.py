@@ -1,7 +1,9 @@
 """feedline.Loader: the PyTorch-facing loader."""
 from __future__ import annotations
 
+import atexit
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -74,6 +76,22 @@ class Batch:
     def with_fields(self, fields: Dict[str, Any]) -> Batch:
         """The same batch with other tensors (e.g. copies on a device)."""
         return Batch(fields, self.sample_ids, self.epoch, self.index, self.num_padding, self.skipped)
+
+
+# Every loader not yet closed. At interpreter exit they are closed before
+# finalisation starts: a worker thread inside a Python op (which needs the
+# GIL) must not meet a finalising interpreter, which ends such threads
+# abruptly; module teardown would run __del__ only after that point.
+_LIVE: "weakref.WeakSet[Loader]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_loaders() -> None:
+    for loader in list(_LIVE):
+        try:
+            loader.close()
+        except Exception:  # noqa: BLE001 - exiting: close every other loader still
+            pass
 
 
 class Loader:
@@ -316,6 +334,7 @@ class Loader:
             self._loader = _C.Loader(_pipeline, o)
         else:
             self._loader = _C.Loader(os.fsencode(self.source), spec, o, src, recipe)
+        _LIVE.add(self)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
         self._mid_epoch = False

@@ -110,7 +110,9 @@ def test_members_get_a_pil_image_before_the_conversion_and_a_tensor_after(datase
         images = torch.cat([x for x, _ in loader])
     assert images.shape == (96, 3, 48, 48) and images.dtype == torch.float32
     assert sorted(set(Seen.log)) == expected
-    assert len(Seen.log) == 2 * (96 + 1)  # once more: the first sample, run at creation
+    # Once per sample, once more for the first sample (run at creation); the
+    # workers may also have started the next epoch before the loader closed.
+    assert len(Seen.log) >= 2 * (96 + 1)
 
 
 def test_a_tensor_returned_last_is_the_output_as_is(dataset):
@@ -347,3 +349,31 @@ def test_batch_map_errors_reach_the_loop(dataset):
             as loader:
         with pytest.raises(ZeroDivisionError, match="in batch_map"):
             list(loader)
+
+
+def test_exiting_with_loaders_still_running_python_ops_is_clean(dataset, tmp_path):
+    # Two loaders left open mid-epoch, their workers inside a Python op that
+    # spins holding the GIL: the interpreter exits cleanly (atexit closes
+    # them before finalisation), with no abort from a worker thread.
+    import subprocess
+    script = tmp_path / "exit.py"
+    script.write_text(
+        "import sys, time\n"
+        "import torchvision.transforms as T\n"
+        "import feedline\n"
+        "class Spin:\n"
+        "    def __call__(self, img):\n"
+        "        t = time.perf_counter()\n"
+        "        while time.perf_counter() - t < 0.003:\n"
+        "            pass\n"
+        "        return img\n"
+        "tf = T.Compose([T.Resize(32), T.CenterCrop(32), Spin(), T.ToTensor()])\n"
+        "a = feedline.Loader(sys.argv[1], batch_size=8, transform=tf, num_threads=2)\n"
+        "for x in a:\n"
+        "    break\n"
+        "b = feedline.Loader(sys.argv[1], batch_size=8, transform=tf, num_threads=2)\n"
+        "next(iter(b))\n"
+        "print('done')\n")
+    r = subprocess.run([sys.executable, str(script), str(dataset)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done" and "terminate" not in r.stderr
