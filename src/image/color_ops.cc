@@ -164,7 +164,7 @@ inline uint8_t Gray(uint8_t r, uint8_t g, uint8_t b) {
 }
 
 // adjust_hue on one pixel: torchvision's _rgb2hsv, the shift modulo 1, and
-// _hsv2rgb, all in float32, then * 255 truncated.
+// _hsv2rgb, all in float32, then * 255.999 truncated (v2's conversion).
 inline void HuePixel(float shift, uint8_t* r8, uint8_t* g8, uint8_t* b8) {
   const float r = static_cast<float>(*r8) / 255.0f, g = static_cast<float>(*g8) / 255.0f,
               b = static_cast<float>(*b8) / 255.0f;
@@ -198,9 +198,13 @@ inline void HuePixel(float shift, uint8_t* r8, uint8_t* g8, uint8_t* b8) {
     case 4: ro = t, go = p, bo = v; break;
     default: ro = v, go = p, bo = q; break;
   }
-  *r8 = static_cast<uint8_t>(ro * 255.0f);
-  *g8 = static_cast<uint8_t>(go * 255.0f);
-  *b8 = static_cast<uint8_t>(bo * 255.0f);
+  // Back to uint8 as torchvision v2 converts (to_dtype(scale=True), and
+  // convert_image_dtype since 0.15): * (255 + 1 - 1e-3), truncated. 0.14's
+  // tensor path multiplied by 255 (one level lower on some pixels).
+  constexpr float kToUint8 = 255.999f;
+  *r8 = static_cast<uint8_t>(ro * kToUint8);
+  *g8 = static_cast<uint8_t>(go * kToUint8);
+  *b8 = static_cast<uint8_t>(bo * kToUint8);
 }
 
 // Index `i` in [-n, 2n) reflected into [0, n) without repeating the edge

@@ -55,6 +55,15 @@ def photos():
 
 
 # (name, feedline op, torchvision functional reference, max abs diff allowed)
+def hue_v2(x, h):
+    """torchvision v2's adjust_hue on uint8 (the semantics feedline follows):
+    the float path, identical in every torchvision, then v2's conversion back
+    (* (255 + 1 - 1e-3), truncated). torchvision 0.14's uint8 path multiplied
+    by 255 instead; 0.15 on convert as v2 does."""
+    y = F.adjust_hue(x.to(torch.float32) / 255.0, h)
+    return (y * (255.0 + 1.0 - 1e-3)).to(torch.uint8)
+
+
 def cases():
     c = []
     for f in (0.0, 0.35, 1.0, 1.3, 1.9):
@@ -64,7 +73,7 @@ def cases():
     for f in (0.0, 0.4, 1.8):
         c.append((f"saturation-{f}", ft.ColorJitter(saturation=(f, f)), lambda x, f=f: F.adjust_saturation(x, f), 0))
     for h in (-0.5, -0.21, 0.05, 0.37, 0.5):
-        c.append((f"hue-{h}", ft.ColorJitter(hue=(h, h)), lambda x, h=h: F.adjust_hue(x, h), 0))
+        c.append((f"hue-{h}", ft.ColorJitter(hue=(h, h)), lambda x, h=h: hue_v2(x, h), 0))
     c.append(("grayscale", ft.Grayscale(3), lambda x: F.rgb_to_grayscale(x, 3), 0))
     c.append(("random-grayscale-p1", ft.RandomGrayscale(p=1.0), lambda x: F.rgb_to_grayscale(x, 3), 0))
     c.append(("invert", ft.RandomInvert(p=1.0), F.invert, 0))
@@ -119,7 +128,7 @@ def test_a_chain_of_steps_equals_torchvision_applied_in_order(photos):
              (S.CONTRAST, 0.7, F.adjust_contrast), (S.POSTERIZE, 5, lambda x, b: F.posterize(x, int(b))),
              (S.AUTOCONTRAST, 0, lambda x, _: F.autocontrast(x)), (S.EQUALIZE, 0, lambda x, _: F.equalize(x)),
              (S.SATURATION, 1.4, F.adjust_saturation), (S.SOLARIZE, 200, F.solarize),
-             (S.HUE, -0.1, F.adjust_hue), (S.SHARPNESS, 1.7, F.adjust_sharpness),
+             (S.HUE, -0.1, hue_v2), (S.SHARPNESS, 1.7, F.adjust_sharpness),
              (S.CONTRAST, 1.3, F.adjust_contrast), (S.GRAYSCALE, 0, lambda x, _: F.rgb_to_grayscale(x, 3))]
     for pname, img in photos[:6]:
         want = img
@@ -315,7 +324,7 @@ def test_fused_path_matches_torchvision_for_the_same_draws():
     t = translate(compose).transform
     plain = translate(T.Compose([T.Resize((120, 160)), T.PILToTensor()])).transform
     fns = {"BRIGHTNESS": F.adjust_brightness, "CONTRAST": F.adjust_contrast, "SATURATION": F.adjust_saturation,
-           "HUE": F.adjust_hue, "SHARPNESS": F.adjust_sharpness}
+           "HUE": hue_v2, "SHARPNESS": F.adjust_sharpness}
     worst = 0
     for path, seed in itertools.product(sorted(PHOTOS.glob("*.png")), (1, 2, 3)):
         data = path.read_bytes()
