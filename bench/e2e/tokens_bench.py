@@ -213,6 +213,51 @@ print(json.dumps({"documents": docs, "tokens": int(lengths.sum()), "best_fit": l
                   "pad_each_document": pad_each, "sequences": loader.num_windows, "plan_s": plan_s}))
 """ % SEQ_LEN
 
+# pack-text throughput: MB of text per CPU-second, at 1 and 2 threads, on
+# generated JSONL (words of a fixed vocabulary, log-normal document
+# lengths) with a BPE tokenizer trained here on part of it (nothing is
+# downloaded). Runs where `tokenizers` is importable (the litdata venv).
+PACK_TEXT = """
+import json, os, resource, shutil, sys, time
+import numpy as np
+import feedline
+from feedline.pack_text import pack_text
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+work, megabytes = sys.argv[1], float(sys.argv[2])
+os.makedirs(work, exist_ok=True)
+src, tok_path = os.path.join(work, "text.jsonl"), os.path.join(work, "tokenizer.json")
+if not os.path.exists(src):
+    rng = np.random.default_rng(0)
+    words = ["".join(chr(97 + c) for c in rng.integers(0, 26, int(n))) for n in rng.integers(2, 10, 5000)]
+    with open(src + ".tmp", "w") as f:
+        written = 0
+        while written < megabytes * 1e6:
+            n = max(1, int(rng.lognormal(np.log(300), 1.0)))
+            line = json.dumps({"text": " ".join(words[i] for i in rng.integers(0, len(words), n))}) + "\\n"
+            f.write(line)
+            written += len(line)
+    os.replace(src + ".tmp", src)
+if not os.path.exists(tok_path):
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    with open(src) as f:
+        sample = [json.loads(line)["text"] for _, line in zip(range(2000), f)]
+    tok.train_from_iterator(sample, trainers.BpeTrainer(vocab_size=4096, special_tokens=["[UNK]", "<|endoftext|>"]))
+    tok.save(tok_path)
+text_bytes = os.path.getsize(src)
+out = {}
+for threads in (1, 2):
+    dst = os.path.join(work, f"shards-{threads}")
+    shutil.rmtree(dst, ignore_errors=True)
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    m = pack_text(src, dst, tok_path, num_threads=threads, progress=False)
+    r1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    out[str(threads)] = {"mb_per_cpu_s": text_bytes / 1e6 / cpu, "mb_per_s": text_bytes / 1e6 / wall,
+                         "tokens": m["num_tokens"] if "num_tokens" in m else m.get("tokens")}
+print(json.dumps({"text_mb": text_bytes / 1e6, "threads": out}))
+"""
+
 # litdata's conversion runs as a script file (bench/e2e/tokens_litdata_convert.py):
 # its worker processes are spawned and import the piece function from it.
 CONVERT = HERE / "tokens_litdata_convert.py"
@@ -405,6 +450,10 @@ def main():
     f1 = figures["feedline 1 thread"]
     padding = run_child(PYTHON, PADDING, [data / "tokens-lognormal-docs.bin", 20000 if a.quick else 200000, 1],
                         a.python_path)
+    if lit["ok"]:
+        pack = run_child(VENV_PYTHON, PACK_TEXT, [data / "pack-text", 2 if a.quick else 40], a.python_path)
+    else:
+        pack = {"error": "needs the litdata venv (tokenizers): " + lit["error"]}
     targets = {"feedline overhead per 2048-token sequence < 5 µs per core (1 thread)":
                f1.get("us_per_sequence", float("inf")) < 5.0,
                "best-fit padding share < 5% (log-normal documents)": padding.get("best_fit", 1.0) < 0.05}
@@ -454,6 +503,13 @@ def main():
                   f"{padding['best_fit'] * 100:.2f}% ({padding['sequences']} sequences, plan made in "
                   f"{padding['plan_s']:.2f} s with the open), each document padded to seq_len "
                   f"{padding['pad_each_document'] * 100:.1f}%."]
+    if "error" in pack:
+        lines += ["", f"pack-text: unavailable: {pack['error']}"]
+    else:
+        lines += ["", f"pack-text ({pack['text_mb']:.1f} MB of JSONL, a 4096-token BPE trained on it, Hugging "
+                  "Face tokenizers): " + ", ".join(
+                      f"{t} thread{'s' if t != '1' else ''} {v['mb_per_cpu_s']:.1f} MB/s per core "
+                      f"({v['mb_per_s']:.1f} MB/s wall)" for t, v in pack["threads"].items()) + "."]
     lines += ["", "| ratio | value |", "|---|---|"] + [
         f"| {k} | {'n/a' if v is None else f'{v:.2f}x'} |" for k, v in ratios.items()]
     lines += ["", "| target (issue 18) | met |", "|---|---|"] + [
@@ -461,7 +517,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     bench_results.write("tokens", {"meta": meta, "runs": runs, "figures": figures, "ratios": ratios,
-                                   "targets": targets, "padding": padding,
+                                   "targets": targets, "padding": padding, "pack_text": pack,
                                    "baseline": baseline, "baseline_peak_rss_mib": baseline_mib,
                                    "baseline_rss_anon_mib": baseline_anon_mib,
                                    "litdata": lit, "litdata_conversion": conversion,
