@@ -18,7 +18,7 @@ import torch
 import feedline
 from feedline.doctor import Doctor, Report
 from feedline.doctor._report import trace_report
-from feedline.doctor.step_profile import from_trace, user_frame
+from feedline.doctor.step_profile import from_events, from_trace, user_frame
 
 HERE = os.path.abspath(__file__)
 NAME = os.path.basename(HERE)
@@ -280,6 +280,27 @@ def test_pinned_copies_and_half_precision_raise_neither_finding(tmp_path):
     path.write_text(json.dumps(kineto_trace(pageable=False, dtype="c10::BFloat16")))
     ids = [f["id"] for f in trace_report(str(path)).findings]
     assert "pageable_copies" not in ids and "no_mixed_precision" not in ids
+
+
+def test_live_events_without_op_stacks_take_the_python_functions_around_them():
+    # torch 2.x's with_stack without verbose events: the Python calls come as
+    # python_function events and each op's own stack is empty.
+    def ev(name, tid, a, b, python=False, stack=()):
+        return {"name": name, "tid": tid, "start_us": a, "end_us": b, "stack": list(stack), "device": "cpu",
+                "python": python, "id": None, "linked_id": None, "dtypes": []}
+    events = [ev("feedline.doctor.step#1", 1, 0, 100),
+              ev("/home/me/train.py(10): <module>", 1, 0, 100, python=True),
+              ev("/home/me/train.py(3): step", 1, 10, 90, python=True),
+              ev("<built-in method item of Tensor object at 0x1>", 1, 40, 60, python=True),
+              ev("aten::item", 1, 45, 55),
+              ev("aten::mm", 2, 45, 55),   # another thread: no Python frame of its own
+              ev("aten::add", 1, 20, 30, stack=["/home/me/train.py(5): step"])]
+    p = from_events(events, cuda=False, tensor_cores=None)
+    stacks = {op.name: op.stack for op in p.ops}
+    assert stacks["aten::item"] == ("<built-in method item of Tensor object at 0x1>", "/home/me/train.py(3): step",
+                                    "/home/me/train.py(10): <module>")
+    assert stacks["aten::mm"] == () and stacks["aten::add"] == ("/home/me/train.py(5): step",)
+    assert p.stacks and user_frame(stacks["aten::item"]) == ("/home/me/train.py", 3, "step")
 
 
 def test_user_frame_skips_torch_feedline_and_the_standard_library():

@@ -416,15 +416,37 @@ class Attachment:
 # no input dtypes, the stack on each op), 2.x adds python_function and user
 # annotation events (is_python_function, is_user_annotation), device events
 # (device_type CUDA, linked to the op that launched them by
-# linked_correlation_id == that op's id) and input_dtypes.
+# linked_correlation_id == that op's id) and input_dtypes. And 2.x's
+# with_stack alone records the Python calls as python_function events but
+# leaves each op's own `stack` empty: Kineto fills it only under
+# experimental_config=_ExperimentalConfig(verbose=True) (step_profile.from_events
+# also falls back to the python_function events around an op without one).
 def start_step_profiler(cuda: bool) -> Any:
     """A started torch.profiler.profile recording ops, their input shapes
     and Python stacks (and CUDA activity when `cuda`)."""
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    prof = profile(activities=activities, record_shapes=True, with_stack=True)
+    kwargs: dict[str, Any] = {}
+    config = _verbose_config()
+    if config is not None:
+        kwargs["experimental_config"] = config
+    prof = profile(activities=activities, record_shapes=True, with_stack=True, **kwargs)
     prof.__enter__()
     return prof
+
+
+def _verbose_config() -> Any:
+    """torch 2.x's _ExperimentalConfig(verbose=True), which puts the Python
+    stack on each op's event; None under 1.13 (built without Kineto, its
+    legacy profiler puts the stack there itself) or when torch lacks it."""
+    v = torch_version()
+    if v is None or v[0] < 2:
+        return None
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+        return _ExperimentalConfig(verbose=True)
+    except (ImportError, AttributeError, TypeError):
+        return None
 
 
 def stop_step_profiler(prof: Any) -> list[dict[str, Any]]:

@@ -82,10 +82,14 @@ def from_events(events: list[dict[str, Any]], cuda: bool, tensor_cores: Optional
     """A Profile from the live profiler's events, each a dict of the fields
     _torch_compat.profiler_events gives (name, tid, start_us, end_us, stack,
     device, python, id, linked_id, dtypes): a device event's linked_id is
-    the id of the op that launched it."""
+    the id of the op that launched it. An op without a stack of its own
+    (torch 2.x profiling without verbose events) takes the python_function
+    events around it on its thread, as a Kineto trace gives them."""
     ops, acts, wins = [], [], []
+    python: dict[int, list[tuple[float, float, str]]] = {}
     for e in events:
         if e["python"]:
+            python.setdefault(e["tid"], []).append((e["start_us"], e["end_us"], e["name"]))
             continue
         if e["device"] != "cpu":
             acts.append(Activity(_activity_kind(e["name"]), e["name"], e["start_us"], e["end_us"], None,
@@ -97,6 +101,8 @@ def from_events(events: list[dict[str, Any]], cuda: bool, tensor_cores: Optional
             continue
         ops.append(Op(e["name"], e["tid"], e["start_us"], e["end_us"], tuple(e["stack"]), e["id"],
                       tuple(e["dtypes"])))
+    if python:
+        ops = _stacks_from_python(ops, python)
     return _profile(ops, acts, wins, cuda, tensor_cores)
 
 
