@@ -51,7 +51,7 @@ std::string_view ListDataset::Value(uint64_t r, size_t c) const {
 }
 
 std::string ListDataset::FilePath(uint64_t r, size_t c) const {
-  const std::string value(Value(r, c));
+  std::string value(Value(r, c));
   if (value.empty() || value.front() == '/') return value;
   return base_ + value;
 }
