@@ -134,6 +134,7 @@ def test_ndarrays_of_different_shapes_name_the_samples_or_come_as_lists(tmp_path
     loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields={"x": "npy"})
     with pytest.raises(ValueError, match=r"field 'x': sample 1 has shape \(3,\).*collate=\"list\""):
         list(loader)
+    loader.close()  # the traceback's frames would keep it open until collected
     loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields={"x": "npy"}, collate="list")
     (batch,) = list(loader)
     assert [tuple(t.shape) for t in batch["x"]] == [(2, 2), (3,)]
@@ -152,6 +153,7 @@ def test_bad_content_names_file_key_field_and_reason(tmp_path, member, data, rea
     loader = feedline.Loader(tmp_path / "bad.tar", batch_size=3, fields=FIELDS)
     with pytest.raises(feedline.Error, match=reason) as e:
         list(loader)
+    loader.close()  # the traceback's frames would keep it open until collected
     assert "bad.tar" in str(e.value) and "shard/00001" in str(e.value)
     # Under the skip policy the sample is dropped and counted, never silently.
     loader = feedline.Loader(tmp_path / "bad.tar", batch_size=3, fields=FIELDS, max_errors=1)
@@ -296,6 +298,7 @@ def test_a_missing_file_names_the_column_the_file_and_the_row(tmp_path):
     loader = feedline.Loader(tmp_path / "l.jsonl", batch_size=1, fields={"image": "image:path", "c": "text:caption"})
     with pytest.raises(feedline.Error, match=r"l\.jsonl.*key 'row-0'.*column 'path'.*nope\.jpg"):
         list(loader)
+    loader.close()  # the traceback's frames would keep it open until collected
 
 
 # -- packed shards, format 2 ----------------------------------------------------

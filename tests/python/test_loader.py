@@ -26,6 +26,22 @@ def thread_count():
                 return int(line.split()[1])
     return -1
 
+
+def settled_thread_count():
+    """The thread count once earlier tests' loaders are gone. A loader kept
+    alive only by a reference cycle (an exception's traceback holds the frame
+    that held it) is closed when the collector frees it, so collect first,
+    then wait until its joined threads have left the count."""
+    gc.collect()
+    last, stable_since = thread_count(), time.time()
+    deadline = time.time() + 10.0
+    while time.time() < deadline and time.time() - stable_since < 0.3:
+        time.sleep(0.02)
+        now = thread_count()
+        if now != last:
+            last, stable_since = now, time.time()
+    return last
+
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
@@ -194,7 +210,7 @@ def test_elastic_resume_keeps_global_batches(dataset):
 
 
 def test_break_and_del_leave_no_threads(dataset):
-    base = thread_count()
+    base = settled_thread_count()
     for walk_away in (0, 1, 3):
         loader = feedline.Loader(dataset, batch_size=8, num_threads=3)
         for i, _ in enumerate(loader):
@@ -209,7 +225,7 @@ def test_break_and_del_leave_no_threads(dataset):
 
 
 def test_exception_in_the_training_loop_then_close(dataset):
-    base = thread_count()
+    base = settled_thread_count()
     loader = feedline.Loader(dataset, batch_size=8, num_threads=2)
     with pytest.raises(RuntimeError, match="boom"):
         for _batch in loader:
