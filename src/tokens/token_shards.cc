@@ -316,10 +316,11 @@ Result<std::shared_ptr<const TokenSource>> OpenTokenShards(const std::string& pa
   const auto* text = reinterpret_cast<const char*>(mf->data());
   const Json j = Json::parse(text, text + mf->size(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return DataLossError(where + "not a JSON object");
-  if (j.value("format", std::string()) != tokens::detail::kTokenManifestFormat) {
-    return DataLossError(where + "\"format\" is " +
-                         (j.contains("format") ? j["format"].dump() : "missing") + ", expected \"" +
-                         tokens::detail::kTokenManifestFormat + "\"");
+  // Type first: json::value() throws on a present field of another type.
+  const auto fmt = j.find("format");
+  if (fmt == j.end() || !fmt->is_string() || *fmt != tokens::detail::kTokenManifestFormat) {
+    return DataLossError(where + "\"format\" is " + (fmt == j.end() ? "missing" : fmt->dump()) +
+                         ", expected \"" + tokens::detail::kTokenManifestFormat + "\"");
   }
   FEEDLINE_ASSIGN_OR_RETURN(uint64_t version, UintField(j, "version", where));
   if (version != static_cast<uint64_t>(tokens::detail::kTokenManifestVersion)) {

@@ -282,6 +282,14 @@ TEST_F(TokenShardsTest, ManifestErrorsNameTheField) {
       {[](Json* j) { (*j)["dtype"] = "uint32"; }, "dtype uint16 in the header, uint32"},
       {[](Json* j) { (*j)["shards"][0]["header_crc32c"] = "00000000"; }, "header_crc32c"},
       {[](Json* j) { (*j)["shards"][0].erase("bytes"); }, "shards[0] \"bytes\" is missing"},
+      // Fields of the wrong JSON type are refused, never thrown (token_shard_fuzzer).
+      {[](Json* j) { (*j)["format"] = Json::array(); }, "\"format\" is []"},
+      {[](Json* j) { (*j)["version"] = "1"; }, "\"version\" = \"1\" is not an integer"},
+      {[](Json* j) { (*j)["dtype"] = 16; }, "\"dtype\" = 16"},
+      {[](Json* j) { (*j)["tokenizer"] = "gpt2"; }, "\"tokenizer\" is missing or not an object"},
+      {[](Json* j) { (*j)["shards"][0]["name"] = 7; }, "\"name\" is missing or not a string"},
+      {[](Json* j) { (*j)["shards"][0]["header_crc32c"] = 7; },
+       "\"header_crc32c\" is missing or not a string"},
   };
   for (const Case& c : cases) {
     Json j = good;
