@@ -5,16 +5,11 @@
 // themselves are written by the C++ TokenShardWriter through the binding.
 // So this command runs `python3 -m feedline.pack_text`, as `doctor` does,
 // with the feedline package this CLI was built with.
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "tools/feedline/commands.h"
+#include "tools/feedline/python_exec.h"
 
 namespace feedline::cli {
 
@@ -33,23 +28,9 @@ const Usage& PackTextUsage() {
 }
 
 int RunPackText(const std::vector<std::string>& args) {
-  const char* python = std::getenv("FEEDLINE_PYTHON");
-  if (python == nullptr) python = FEEDLINE_PYTHON_EXECUTABLE;
-  std::string path = FEEDLINE_PYTHON_DIR;
-  if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0')
-    path += std::string(":") + old;
-  setenv("PYTHONPATH", path.c_str(), 1);
-  std::vector<std::string> argv = {python, "-m", "feedline.pack_text"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> c;
-  for (std::string& a : argv) c.push_back(a.data());
-  c.push_back(nullptr);
-  execv(python, c.data());
-  std::fprintf(stderr,
-               "feedline pack-text: cannot run %s: %s (set FEEDLINE_PYTHON to a Python with "
-               "the tokenizers library: pip install tokenizers)\n",
-               python, std::strerror(errno));
-  return 1;
+  return ExecPythonModule(
+      "pack-text", "feedline.pack_text", args,
+      "set FEEDLINE_PYTHON to a Python with the tokenizers library: pip install tokenizers");
 }
 
 }  // namespace feedline::cli
