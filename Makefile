@@ -193,6 +193,9 @@ lint-cc: deps
 
 # libFuzzer harnesses under ASan+UBSan, FUZZ_SECONDS each (CI runs a short pass).
 FUZZ_SECONDS ?= 30
+# A fixed seed makes a short pass repeat its path (CI: a regression gate);
+# empty = a fresh seed each run (exploring: run it longer, FUZZ_SECONDS=600).
+FUZZ_SEED ?=
 BUILD_FUZZ := build-fuzz
 FUZZERS := sampler_state_fuzzer image_decode_fuzzer shard_reader_fuzzer manifest_fuzzer tar_dataset_fuzzer png_decode_fuzzer \
   megatron_index_fuzzer field_parts_fuzzer token_shard_fuzzer
@@ -206,7 +209,7 @@ fuzz: deps
 	  mkdir -p $(BUILD_FUZZ)/corpus-$$f; \
 	  ./$(BUILD_FUZZ)/tests/$$f $(BUILD_FUZZ)/corpus-$$f $$( [ -d $$corpus ] && echo $$corpus ) \
 	    -artifact_prefix=$(BUILD_FUZZ)/ \
-	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED)) \
 	    > $(BUILD_FUZZ)/$$f.log 2>&1; rc=$$?; \
 	  if [ $$rc -ne 0 ]; then tail -60 $(BUILD_FUZZ)/$$f.log; exit 1; fi; \
 	  grep -E 'stat::(number_of_executed_units|new_units_added)' $(BUILD_FUZZ)/$$f.log; \
