@@ -81,7 +81,7 @@ struct FEEDLINE_EXPORT TokenSourceOptions {
   // In flat files: the id that ends a document (the next token starts the
   // next one). Unset: a flat file is one document. Megatron documents come
   // from the index and ignore it.
-  std::optional<int64_t> eos_token;
+  std::optional<int64_t> eos_token;  // >= 0 (InvalidArgument otherwise)
 };
 
 // Opens a flat token file. Errors: NotFound/Unavailable naming the file;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -127,15 +128,17 @@ class FlatTokenFile final : public TokenSource {
     if (!eos_) return 1;
     uint64_t docs = 1;
     // An eos as the last token ends the last document; it starts none.
-    for (uint64_t t = 0; t + 1 < num_tokens_; ++t) docs += IsEos(t) ? 1 : 0;
+    ForEachEos(0, num_tokens_ - 1, [&docs](uint64_t) { ++docs; });
     return docs;
   }
 
   void DocumentStarts(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const override {
     end = std::min(end, num_tokens_);
-    for (uint64_t s = begin; s < end; ++s) {
-      if (s == 0 || (eos_ && IsEos(s - 1))) out->push_back(s);
-    }
+    if (begin >= end) return;
+    if (begin == 0) out->push_back(0);
+    // Token s starts a document when token s - 1 is an eos.
+    if (eos_)
+      ForEachEos(begin == 0 ? 0 : begin - 1, end - 1, [out](uint64_t t) { out->push_back(t + 1); });
   }
 
   Status Read(uint64_t begin, uint64_t end, int64_t* out) const override {
@@ -156,8 +159,51 @@ class FlatTokenFile final : public TokenSource {
   }
 
  private:
-  bool IsEos(uint64_t t) const {
-    return tokens::detail::LoadToken(dtype_, file_->data(), t) == *eos_;
+  // Calls f(t) for each token t in [first, last) that is the eos, in order.
+  template <typename F>
+  void ForEachEos(uint64_t first, uint64_t last, F&& f) const {
+    switch (dtype_) {
+      case TokenDType::kUInt8: return ScanEos<uint8_t>(first, last, f);
+      case TokenDType::kInt8: return ScanEos<int8_t>(first, last, f);
+      case TokenDType::kInt16: return ScanEos<int16_t>(first, last, f);
+      case TokenDType::kUInt16: return ScanEos<uint16_t>(first, last, f);
+      case TokenDType::kInt32: return ScanEos<int32_t>(first, last, f);
+      case TokenDType::kUInt32: return ScanEos<uint32_t>(first, last, f);
+      case TokenDType::kInt64: return ScanEos<int64_t>(first, last, f);
+    }
+  }
+
+  // Blocks of 64 tokens are first tested for any eos with a loop the
+  // compiler vectorises (an eos is rare: one per document), then scanned.
+  template <typename T, typename F>
+  void ScanEos(uint64_t first, uint64_t last, F& f) const {
+    const int64_t eos = *eos_;
+    if (eos < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        eos > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      return;  // no token of this dtype can equal it
+    }
+    const T e = static_cast<T>(eos);
+    const uint8_t* base = file_->data();
+    auto at = [base](uint64_t t) {
+      T v;
+      std::memcpy(&v, base + t * sizeof(T), sizeof(T));
+      return v;
+    };
+    constexpr uint64_t kBlock = 64;
+    uint64_t t = first;
+    while (t < last) {
+      const uint64_t n = std::min(kBlock, last - t);
+      T block[kBlock];
+      std::memcpy(block, base + t * sizeof(T), n * sizeof(T));
+      uint32_t hits = 0;
+      for (uint64_t k = 0; k < n; ++k) hits += block[k] == e ? 1u : 0u;
+      if (hits != 0) {
+        for (uint64_t k = 0; k < n; ++k) {
+          if (at(t + k) == e) f(t + k);
+        }
+      }
+      t += n;
+    }
   }
 
   std::unique_ptr<MappedFile> file_;
@@ -175,6 +221,10 @@ bool IsRegularFile(const std::string& path) {
 
 Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(const std::string& path,
                                                              const TokenSourceOptions& options) {
+  if (options.eos_token && *options.eos_token < 0) {
+    return InvalidArgumentError("token file '" + path + "': eos_token " +
+                                std::to_string(*options.eos_token) + " is not a token id (>= 0)");
+  }
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   const size_t item = TokenDTypeSize(options.flat_dtype);
   if (file->size() % item != 0) {

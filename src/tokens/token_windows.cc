@@ -1,6 +1,8 @@
 // Concat packing: sample i = tokens [i*S, i*S + S + 1) of the corpus, as
 // the six fields of tokens.h; and TokenCuSeqlens, the consumer's half of
 // cu_seqlens.
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,15 +63,13 @@ Status TokenCuSeqlens(const int32_t* document_starts, const int32_t* num_documen
 
 namespace {
 
-// Per worker: the window's tokens and the document starts inside it.
+// Per worker: the document starts inside the window.
 class WindowState final : public OpState {
  public:
-  explicit WindowState(uint64_t seq_len) : tokens(seq_len + 1), row_starts(seq_len) {}
+  explicit WindowState(uint64_t seq_len) : row_starts(seq_len) {}
   uint64_t ScratchBytes() const override {
-    return tokens.capacity() * sizeof(int64_t) + starts.capacity() * sizeof(uint64_t) +
-           row_starts.capacity() * sizeof(int32_t);
+    return starts.capacity() * sizeof(uint64_t) + row_starts.capacity() * sizeof(int32_t);
   }
-  std::vector<int64_t> tokens;
   std::vector<uint64_t> starts;
   std::vector<int32_t> row_starts;
 };
@@ -104,44 +104,31 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
                                       TokenDTypeSize(source.dtype()));  // bytes, as everywhere
     loc.file = source.path();
     loc.key = "window " + std::to_string(index);
-    FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_ + 1, st.tokens.data()));
-    st.starts.clear();
-    // Starts strictly inside the inputs; the window start is one anyway.
-    corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
-
     auto* input_ids = sample.output_as<int64_t>(kTokenInputIds);
     auto* labels = sample.output_as<int64_t>(kTokenLabels);
     auto* position_ids = sample.output_as<int64_t>(kTokenPositionIds);
     auto* document_ids = sample.output_as<int64_t>(kTokenDocumentIds);
+    // The window's tokens straight into input_ids, its last into labels;
+    // labels are input_ids shifted by one (one copy, no second widening).
+    FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_, input_ids));
+    FEEDLINE_RETURN_IF_ERROR(
+        corpus_->Read(begin + seq_len_, begin + seq_len_ + 1, labels + seq_len_ - 1));
+    std::memcpy(labels, input_ids + 1, (seq_len_ - 1) * sizeof(int64_t));
+    st.starts.clear();
+    // Starts strictly inside the inputs; the window start is one anyway.
+    corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
+    // Segment by segment: positions count from 0, the document id is constant.
     st.row_starts[0] = 0;
-    if (st.starts.empty()) {
-      // One document over the whole window (a flat file without eos, a long
-      // document): no boundary to look for per token.
-      for (uint64_t j = 0; j < seq_len_; ++j) {
-        input_ids[j] = st.tokens[j];
-        labels[j] = st.tokens[j + 1];
-        position_ids[j] = static_cast<int64_t>(j);
-        document_ids[j] = 0;
-      }
-      tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(), 1, seq_len_);
-      return Status::OK();
+    size_t segments = 1;
+    for (uint64_t start : st.starts)
+      st.row_starts[segments++] = static_cast<int32_t>(start - begin);
+    for (size_t k = 0; k < segments; ++k) {
+      const auto a = static_cast<uint64_t>(st.row_starts[k]);
+      const uint64_t b = k + 1 < segments ? static_cast<uint64_t>(st.row_starts[k + 1]) : seq_len_;
+      for (uint64_t j = a; j < b; ++j) position_ids[j] = static_cast<int64_t>(j - a);
+      std::fill(document_ids + a, document_ids + b, static_cast<int64_t>(k));
     }
-    size_t next_start = 0;
-    int64_t position = 0, document = 0;
-    for (uint64_t j = 0; j < seq_len_; ++j) {
-      if (next_start < st.starts.size() && st.starts[next_start] == begin + j) {
-        ++next_start;
-        position = 0;
-        ++document;
-        st.row_starts[static_cast<size_t>(document)] = static_cast<int32_t>(j);
-      }
-      input_ids[j] = st.tokens[j];
-      labels[j] = st.tokens[j + 1];
-      position_ids[j] = position++;
-      document_ids[j] = document;
-    }
-    tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(),
-                                        static_cast<size_t>(document) + 1, seq_len_);
+    tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(), segments, seq_len_);
     return Status::OK();
   }
 

@@ -132,6 +132,63 @@ TEST_F(TokenReadersTest, FlatEosSplitsDocumentsAfterEachEos) {
   EXPECT_EQ((*b)->CountDocuments(), 2u);
 }
 
+// The eos scan works in blocks of 64 tokens: every dtype, eos runs across
+// block edges, windows of every offset, against a token-by-token reference;
+// an eos no token of the dtype can hold finds nothing; a negative one is
+// refused.
+template <typename T>
+void ExpectEosScanMatchesTheReference(const std::string& path) {
+  std::vector<int64_t> ids(300);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7919) % 5);
+  ids[63] = ids[64] = ids[127] = ids[128] = ids[299] = 3;  // eos at block edges
+  WriteFlat<T>(path, ids);
+  TokenSourceOptions o;
+  o.flat_dtype = sizeof(T) == 1   ? TokenDType::kUInt8
+                 : sizeof(T) == 2 ? TokenDType::kUInt16
+                 : sizeof(T) == 4 ? TokenDType::kUInt32
+                                  : TokenDType::kInt64;
+  o.eos_token = 3;
+  auto src = OpenFlatTokenFile(path, o);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  uint64_t docs = 1;
+  for (size_t t = 0; t + 1 < ids.size(); ++t) docs += ids[t] == 3 ? 1 : 0;
+  EXPECT_EQ((*src)->CountDocuments(), docs);
+  for (uint64_t begin : {0, 1, 63, 64, 65, 128, 129, 200}) {
+    for (uint64_t end : {begin, begin + 1, begin + 64, begin + 70, uint64_t{300}}) {
+      if (end < begin || end > ids.size()) continue;
+      std::vector<uint64_t> want;
+      for (uint64_t s = begin; s < end; ++s) {
+        if (s == 0 || ids[s - 1] == 3) want.push_back(s);
+      }
+      std::vector<uint64_t> got;
+      (*src)->DocumentStarts(begin, end, &got);
+      EXPECT_EQ(got, want) << sizeof(T) << " bytes, [" << begin << ", " << end << ")";
+    }
+  }
+}
+
+TEST_F(TokenReadersTest, FlatEosScanMatchesATokenByTokenReferenceForEveryWidth) {
+  ExpectEosScanMatchesTheReference<uint8_t>(Path("u8.bin"));
+  ExpectEosScanMatchesTheReference<uint16_t>(Path("u16.bin"));
+  ExpectEosScanMatchesTheReference<uint32_t>(Path("u32.bin"));
+  ExpectEosScanMatchesTheReference<int64_t>(Path("i64.bin"));
+}
+
+TEST_F(TokenReadersTest, FlatEosOutsideTheDTypeFindsNothingAndANegativeOneIsRefused) {
+  WriteFlat<uint8_t>(Path("a.bin"), {1, 2, 255, 4});
+  TokenSourceOptions o;
+  o.flat_dtype = TokenDType::kUInt8;
+  o.eos_token = 255 + 256;  // a uint8 token cannot be 511 (nor wrap to 255)
+  auto a = OpenFlatTokenFile(Path("a.bin"), o);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->CountDocuments(), 1u);
+  EXPECT_EQ(Starts(**a, 0, 4), (std::vector<uint64_t>{0}));
+  o.eos_token = -1;
+  const Status s = OpenFlatTokenFile(Path("a.bin"), o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), testing::HasSubstr("eos_token -1 is not a token id"));
+}
+
 TEST_F(TokenReadersTest, ReadPastTheEndIsOutOfRange) {
   WriteFlat<uint16_t>(Path("a.bin"), {1, 2, 3});
   auto s = OpenFlatTokenFile(Path("a.bin"), {});

@@ -1,0 +1,114 @@
+// The token loader's own cost per sequence (issue 18's target: under 5 us
+// per 2048-token sequence on one core): TokenWindowPipeline over a flat
+// uint16 file through the engine, one worker thread, batches of 16, with
+// and without an eos token (one document per window, or the document
+// boundaries looked up and written per token). The file (4M random tokens,
+// ids below 50257, eos = 0 about every 500 tokens) is made in /tmp once and
+// stays page-cached; the consumer only takes batches, so
+// wall time per sequence is the worker's time when it has a core to itself;
+// cpu_us/seq (the process's CPU: worker and consumer) is the figure to read
+// on a shared machine. Python's share (the dict of tensors,
+// cu_seqlens joined) is in bench/e2e/tokens_bench.py.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "feedline/loader.h"
+#include "feedline/tokens.h"
+
+namespace feedline {
+namespace {
+
+constexpr uint64_t kSeqLen = 2048;
+
+const std::string& TokenFile() {
+  static const std::string path = [] {
+    const std::string p = "/tmp/feedline_token_benchmark_" + std::to_string(::getpid()) + ".bin";
+    std::vector<uint16_t> ids(uint64_t{4} << 20);
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<int> id(1, 50256), eos(0, 499);
+    for (uint16_t& t : ids) t = eos(rng) == 0 ? 0 : static_cast<uint16_t>(id(rng));
+    FILE* f = std::fopen(p.c_str(), "wb");
+    if (f != nullptr) {
+      std::fwrite(ids.data(), sizeof(uint16_t), ids.size(), f);
+      std::fclose(f);
+    }
+    return p;
+  }();
+  return path;
+}
+
+// CPU of every thread of the process (the worker's and the consumer's): on a
+// busy machine wall time per sequence includes waiting for a core.
+uint64_t ProcessCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void BM_TokenWindows(benchmark::State& state) {
+  TokenSourceOptions so;
+  if (state.range(0) != 0) so.eos_token = 0;
+  auto corpus = TokenCorpus::Open({TokenFile()}, so);
+  if (!corpus.ok()) {
+    state.SkipWithError(corpus.status().ToString().c_str());
+    return;
+  }
+  auto pipeline = TokenWindowPipeline(*corpus, kSeqLen);
+  if (!pipeline.ok()) {
+    state.SkipWithError(pipeline.status().ToString().c_str());
+    return;
+  }
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.shuffle = true;
+  o.drop_last = true;
+  o.num_threads = 1;
+  o.ring_depth = 4;
+  auto loader = Loader::Create(*std::move(pipeline), o);
+  if (!loader.ok()) {
+    state.SkipWithError(loader.status().ToString().c_str());
+    return;
+  }
+  uint64_t sequences = 0;
+  const uint64_t cpu0 = ProcessCpuNs();
+  for (auto _ : state) {
+    Batch b;
+    bool end = false;
+    const Status st = (*loader)->Next(&b, &end);
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      break;
+    }
+    if (end) continue;
+    sequences += b.size();
+    benchmark::DoNotOptimize(b.data(0));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(sequences));
+  const double cpu_us = static_cast<double>(ProcessCpuNs() - cpu0) / 1e3;
+  state.counters["cpu_us/seq"] = cpu_us / static_cast<double>(sequences);
+}
+BENCHMARK(BM_TokenWindows)
+    ->ArgName("eos")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace feedline
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::remove(feedline::TokenFile().c_str());
+  return 0;
+}
