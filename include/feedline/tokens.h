@@ -115,6 +115,23 @@ FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenMegatronDataset(
 // DataLoss for a corrupt shard or manifest, NotFound for a missing one.
 FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenTokenShards(const std::string& path);
 
+// What VerifyTokenShards found.
+struct FEEDLINE_EXPORT TokenShardsCheck {
+  uint64_t shards = 0;
+  uint64_t tokens = 0;  // ids read and checked
+  uint64_t blocks = 0;  // checksum blocks read
+  // One line per bad block, in shard and block order: the shard file, the
+  // block, its token range and the reason (checksum mismatch with both
+  // values, or an id at or above the vocab size with its offset).
+  std::vector<std::string> problems;
+};
+
+// `feedline verify` for token shards: opens `path` as OpenTokenShards does
+// (its error, as it is, when that fails), then reads every checksum block of
+// every shard and checks its CRC and every id against the vocabulary,
+// continuing past a bad block so that every bad one is listed.
+FEEDLINE_EXPORT Result<TokenShardsCheck> VerifyTokenShards(const std::string& path);
+
 // The one rule for what a path names, tried in this order:
 //   1. a directory, or a regular file whose name ends in `.json`: token
 //      shards (the directory's manifest.json, or that file);

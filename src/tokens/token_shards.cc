@@ -231,6 +231,25 @@ class TokenShardDataset final : public TokenSource {
     return Status::OK();
   }
 
+  // Every block of every shard read and checked (on a freshly opened
+  // dataset no block is marked verified yet, so each is).
+  void Verify(TokenShardsCheck* check) const {
+    std::vector<int64_t> ids;
+    check->shards += shards_.size();
+    for (const Shard& s : shards_) {
+      const TokenShardLayout& l = s.layout;
+      for (uint64_t k = 0; k < l.num_blocks; ++k) {
+        const uint64_t first = k << l.block_log2;
+        const uint64_t last = std::min(l.num_tokens, (k + 1) << l.block_log2);
+        ids.resize(last - first);
+        const Status st = ReadShard(s, first, last, ids.data());
+        ++check->blocks;
+        check->tokens += last - first;
+        if (!st.ok()) check->problems.emplace_back(st.message());
+      }
+    }
+  }
+
   uint64_t Fingerprint() const override {
     // Each header carries the CRCs of its index and of its block checksums,
     // which cover every id: 64 bytes per shard fingerprint the contents.
@@ -412,6 +431,14 @@ Result<std::shared_ptr<const TokenSource>> OpenTokenShards(const std::string& pa
   }
   return std::shared_ptr<const TokenSource>(
       std::make_shared<TokenShardDataset>(manifest_path, dtype, std::move(shards)));
+}
+
+Result<TokenShardsCheck> VerifyTokenShards(const std::string& path) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TokenSource> source, OpenTokenShards(path));
+  TokenShardsCheck check;
+  // OpenTokenShards makes nothing else.
+  static_cast<const TokenShardDataset&>(*source).Verify(&check);
+  return check;
 }
 
 }  // namespace feedline

@@ -171,6 +171,40 @@ TEST_F(TokenShardsTest, AFlippedTokenByteIsCaughtByItsBlockOnRead) {
   }
 }
 
+TEST_F(TokenShardsTest, VerifyListsEveryBadBlockAndCountsWhatItChecked) {
+  // Four blocks of 2^16 tokens (the last one short); corrupt blocks 1 and 3.
+  std::vector<int64_t> doc((3 << 16) + 7);
+  for (size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<int64_t>(i % 1000);
+  const std::string dir = Pack("ds", {doc});
+  auto good = VerifyTokenShards(dir);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->shards, 1u);
+  EXPECT_EQ(good->blocks, 4u);
+  EXPECT_EQ(good->tokens, doc.size());
+  EXPECT_TRUE(good->problems.empty());
+
+  const std::string shard = dir + "/tokens-00000.flt";
+  std::string b = ReadBytes(shard);
+  b[fmt::kTokenShardHeaderSize + 2 * ((1 << 16) + 5)] ^= 0x01;
+  b[fmt::kTokenShardHeaderSize + 2 * ((3 << 16) + 6)] ^= 0x01;
+  WriteBytes(shard, b);
+  auto bad = VerifyTokenShards(dir);
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  EXPECT_EQ(bad->blocks, 4u);
+  ASSERT_EQ(bad->problems.size(), 2u);
+  EXPECT_THAT(bad->problems[0], HasSubstr(shard));
+  EXPECT_THAT(bad->problems[0],
+              HasSubstr("block_crcs[1] (tokens [65536, 131072)) checksum mismatch"));
+  EXPECT_THAT(bad->problems[1],
+              HasSubstr("block_crcs[3] (tokens [196608, 196615)) checksum mismatch"));
+
+  // A dataset that does not open: OpenTokenShards' error as it is.
+  WriteBytes(dir + "/manifest.json", "{}");
+  const Status s = VerifyTokenShards(dir).status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("\"format\" is missing"));
+}
+
 TEST_F(TokenShardsTest, EveryHeaderFieldIsCheckedAndNamed) {
   struct Case {
     const char* field;

@@ -1,12 +1,15 @@
 // `feedline verify DIR|URL`: every checksum of a packed dataset (header, footer,
 // index and every record of every shard, and each shard's whole-file CRC
 // against the manifest); lists exactly the bad records with shard, record
-// number and offset; exit code 1 if anything is wrong.
+// number and offset; exit code 1 if anything is wrong. A folder of token
+// shards (its manifest's format is "feedline-tokens") gets every block
+// checked (VerifyTokenShards).
 // `feedline inspect DIR`: records, bytes, classes, image formats and sizes.
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "feedline/file.h"
 #include "feedline/image.h"
 #include "feedline/shard.h"
+#include "feedline/tokens.h"
 #include "tools/feedline/commands.h"
 #include "tools/feedline/flags.h"
 
@@ -34,19 +38,50 @@ Result<DatasetManifest> LoadManifest(const std::string& dir) {
   return m;
 }
 
+// True when DIR/manifest.json (local) says "format": "feedline-tokens".
+bool IsTokenShards(const std::string& dir) {
+  auto file = OpenFile(JoinName(dir, kManifestName));
+  if (!file.ok() || (*file)->size() > (64u << 20)) return false;
+  std::string text((*file)->size(), '\0');
+  if (!(*file)->Read(0, text.size(), text.data()).ok()) return false;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("format") && j["format"] == "feedline-tokens";
+}
+
+// Token shards (docs/token_shards.md): the open-time checks, then every
+// checksum block and every id against the vocabulary.
+int VerifyTokens(const std::string& dir) {
+  auto check = VerifyTokenShards(dir);
+  if (!check.ok()) {
+    std::printf("BAD %s\nFAILED: the token shards could not be opened\n",
+                check.status().ToString().c_str());
+    return 1;
+  }
+  for (const std::string& p : check->problems) std::printf("BAD %s\n", p.c_str());
+  std::printf("%s: %llu tokens in %llu blocks of %llu shards checked, %zu problems\n",
+              check->problems.empty() ? "OK" : "FAILED",
+              static_cast<unsigned long long>(check->tokens),
+              static_cast<unsigned long long>(check->blocks),
+              static_cast<unsigned long long>(check->shards), check->problems.size());
+  return check->problems.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 const Usage& VerifyUsage() {
   static const Usage u = {
       "verify",
       {"DIR|URL"},
-      "check every checksum of a packed dataset",
+      "check every checksum of a packed dataset or of token shards",
       "Checks the header, footer, index and every record of every shard, and each shard's "
       "whole-file\n"
       "CRC against the manifest; prints each bad record with shard, record number and offset. "
       "Exit\n"
-      "code 1 if anything is wrong.",
-      {{"DIR|URL", "a folder written by feedline pack, or its http(s):// URL"}},
+      "code 1 if anything is wrong. Token shards (feedline pack-text): the manifest, each "
+      "header and\n"
+      "index, then every checksum block and every id against the vocabulary; prints each bad "
+      "block.",
+      {{"DIR|URL", "a folder written by feedline pack or pack-text, or its http(s):// URL"}},
       {},
   };
   return u;
@@ -70,6 +105,7 @@ int RunVerify(const std::vector<std::string>& args) {
   const Flags* f = &flags;
   if (f->positional().size() != 1) return UsageError(VerifyUsage(), "expected one DIR");
   const std::string dir = f->positional()[0];
+  if (IsTokenShards(dir)) return VerifyTokens(dir);
   auto m = LoadManifest(dir);
   if (!m.ok()) {
     std::fprintf(stderr, "feedline verify: %s\n", m.status().ToString().c_str());
