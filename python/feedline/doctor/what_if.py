@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from . import _torch_compat, what_if_lists
 from .evidence import WhatIf
@@ -196,16 +196,25 @@ def run(loader: Any, original_transforms: Optional[list[Any]] = None, collate_fn
     with tempfile.TemporaryDirectory(prefix="feedline-what-if-") as tmp:
         n = _symlink_tree(samples, list(ds.classes), files, tmp, REPEATS)
         rec.files = n
+        # rank 0 of 1: this process's rate, whatever the process group
+        return _measure(rec, lambda: Loader(tmp, batch_size=batch_size, transform=compose, shuffle=shuffle,
+                                            rank=0, world_size=1), seconds)
+
+
+def _measure(rec: WhatIf, make: Callable[[], Any], seconds: float) -> WhatIf:
+    """Times the loader make() creates (_time) into `rec`: its threads,
+    samples and rate, or why it could not (a Loader error is the what-if's
+    answer, with its reason). The loader is closed either way."""
+    try:
+        fl = make()
         try:
-            fl = Loader(tmp, batch_size=batch_size, transform=compose, shuffle=shuffle,
-                        rank=0, world_size=1)  # this process's rate, whatever the process group
-            rec.threads = fl.num_threads
             done, t_first, t_end = _time(fl, seconds)
             rec.threads = fl.num_threads
+        finally:
             fl.close()
-        except Exception as e:  # noqa: BLE001 - a Loader error is the what-if's answer, with its reason
-            rec.reason = f"feedline.Loader failed on the sample: {type(e).__name__}: {e}"
-            return rec
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        rec.reason = f"feedline.Loader failed on the sample: {type(e).__name__}: {e}"
+        return rec
     if t_first is None or t_end is None or t_end <= t_first or not done:
         rec.reason = "the sample gave too few batches to time (batch size close to the sample's size)"
         return rec
@@ -252,18 +261,5 @@ def _run_list(loader: Any, p: what_if_lists.ListPlan, collate_fn: Any, files: in
         if p.indices is not None:
             rec.notes.append(f"the DataLoader reads {read} of the list's rows (a Subset); feedline.Loader reads "
                              "the whole list")
-        try:
-            fl = Loader(sample, batch_size=batch_size, fields=p.fields, transform=p.compose, strict=True,
-                        shuffle=shuffle, rank=0, world_size=1)  # this process's rate, whatever the process group
-            done, t_first, t_end = _time(fl, seconds)
-            rec.threads = fl.num_threads
-            fl.close()
-        except Exception as e:  # noqa: BLE001 - a Loader error is the what-if's answer, with its reason
-            rec.reason = f"feedline.Loader failed on the sample: {type(e).__name__}: {e}"
-            return rec
-    if t_first is None or t_end is None or t_end <= t_first or not done:
-        rec.reason = "the sample gave too few batches to time (batch size close to the sample's size)"
-        return rec
-    rec.ran, rec.samples, rec.seconds = True, done, t_end - t_first
-    rec.samples_per_s = done / (t_end - t_first)
-    return rec
+        return _measure(rec, lambda: Loader(sample, batch_size=batch_size, fields=p.fields, transform=p.compose,
+                                            strict=True, shuffle=shuffle, rank=0, world_size=1), seconds)
