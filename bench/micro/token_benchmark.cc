@@ -2,7 +2,8 @@
 // per 2048-token sequence on one core): TokenWindowPipeline over a flat
 // uint16 file through the engine, one worker thread, batches of 16, with
 // and without an eos token (one document per window, or the document
-// boundaries looked up and written per token). The file (4M random tokens,
+// boundaries looked up and written per token), with every field or with
+// input_ids and labels only (TokenFieldSet). The file (4M random tokens,
 // ids below 50257, eos = 0 about every 500 tokens) is made in /tmp once and
 // stays page-cached; the consumer only takes batches, so
 // wall time per sequence is the worker's time when it has a core to itself;
@@ -61,7 +62,9 @@ void BM_TokenWindows(benchmark::State& state) {
     state.SkipWithError(corpus.status().ToString().c_str());
     return;
   }
-  auto pipeline = TokenWindowPipeline(*corpus, kSeqLen);
+  TokenFieldSet fields;
+  if (state.range(1) == 0) fields = TokenFieldSet{false, false, false};  // input_ids, labels
+  auto pipeline = TokenWindowPipeline(*corpus, kSeqLen, fields);
   if (!pipeline.ok()) {
     state.SkipWithError(pipeline.status().ToString().c_str());
     return;
@@ -96,9 +99,11 @@ void BM_TokenWindows(benchmark::State& state) {
   state.counters["cpu_us/seq"] = cpu_us / static_cast<double>(sequences);
 }
 BENCHMARK(BM_TokenWindows)
-    ->ArgName("eos")
-    ->Arg(0)
-    ->Arg(1)
+    ->ArgNames({"eos", "all_fields"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->Args({1, 0})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

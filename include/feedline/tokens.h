@@ -211,6 +211,18 @@ class FEEDLINE_EXPORT TokenCorpus {
 FEEDLINE_EXPORT uint64_t NumTokenWindows(uint64_t num_tokens, uint64_t seq_len);
 FEEDLINE_EXPORT uint64_t TokenWindowTailTokens(uint64_t num_tokens, uint64_t seq_len);
 
+// The per-token fields a token pipeline writes besides input_ids and labels
+// (always written). Each costs seq_len * 8 bytes of batch memory and memory
+// traffic per sequence (document_starts 4): a model without per-document
+// attention needs none of them. An absent field is left out of
+// Pipeline::fields; the others keep the order below (find them by name).
+struct FEEDLINE_EXPORT TokenFieldSet {
+  bool position_ids = true;
+  bool document_ids = true;
+  bool document_starts = true;  // document_starts and num_documents (cu_seqlens)
+  bool operator==(const TokenFieldSet&) const = default;
+};
+
 // The concat-packing pipeline: sample i is window i, fields in this order:
 //   input_ids        int64 [seq_len]  tokens [i*S, i*S + S)
 //   labels           int64 [seq_len]  tokens [i*S + 1, i*S + S + 1) (input shifted by one)
@@ -229,9 +241,11 @@ FEEDLINE_EXPORT uint64_t TokenWindowTailTokens(uint64_t num_tokens, uint64_t seq
 // InvalidArgument for seq_len 0 or a corpus with fewer than seq_len + 1
 // tokens (naming both).
 FEEDLINE_EXPORT Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus,
-                                                     uint64_t seq_len);
+                                                     uint64_t seq_len,
+                                                     const TokenFieldSet& fields = {});
 
-// The fields of every token pipeline, in batch order (as above).
+// The fields of a token pipeline with every field (TokenFieldSet{}), in
+// batch order (as above).
 inline constexpr size_t kTokenInputIds = 0, kTokenLabels = 1, kTokenPositionIds = 2,
                         kTokenDocumentIds = 3, kTokenDocumentStarts = 4, kTokenNumDocuments = 5;
 
@@ -299,7 +313,8 @@ class FEEDLINE_EXPORT BestFitPlan {
 // a negative pad_token or a plan of another corpus size.
 FEEDLINE_EXPORT Result<Pipeline> TokenBestFitPipeline(std::shared_ptr<const TokenCorpus> corpus,
                                                       std::shared_ptr<const BestFitPlan> plan,
-                                                      int64_t pad_token);
+                                                      int64_t pad_token,
+                                                      const TokenFieldSet& fields = {});
 
 // Mixtures (docs/tokens.md, "Mixtures"): several token pipelines (each
 // TokenWindowPipeline or TokenBestFitPipeline, same seq_len), one global

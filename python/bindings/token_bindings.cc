@@ -128,10 +128,13 @@ void RegisterTokens(py::module_& m) {
         py::arg("eos_token") = py::none());
   m.def(
       "token_window_pipeline",
-      [](const PyTokenCorpus& c, uint64_t seq_len) {
-        return ValueOrThrow(TokenWindowPipeline(c.corpus, seq_len));
+      [](const PyTokenCorpus& c, uint64_t seq_len, bool position_ids, bool document_ids,
+         bool document_starts) {
+        return ValueOrThrow(TokenWindowPipeline(
+            c.corpus, seq_len, TokenFieldSet{position_ids, document_ids, document_starts}));
       },
-      py::arg("corpus"), py::arg("seq_len"));
+      py::arg("corpus"), py::arg("seq_len"), py::arg("position_ids") = true,
+      py::arg("document_ids") = true, py::arg("document_starts") = true);
   py::class_<PyBestFitPlan>(m, "BestFitPlan")
       .def_property_readonly("num_sequences",
                              [](const PyBestFitPlan& p) { return p.plan->num_sequences(); })
@@ -165,10 +168,14 @@ void RegisterTokens(py::module_& m) {
       py::arg("corpus"), py::arg("seq_len"));
   m.def(
       "token_best_fit_pipeline",
-      [](const PyTokenCorpus& c, const PyBestFitPlan& plan, int64_t pad_token) {
-        return ValueOrThrow(TokenBestFitPipeline(c.corpus, plan.plan, pad_token));
+      [](const PyTokenCorpus& c, const PyBestFitPlan& plan, int64_t pad_token, bool position_ids,
+         bool document_ids, bool document_starts) {
+        return ValueOrThrow(
+            TokenBestFitPipeline(c.corpus, plan.plan, pad_token,
+                                 TokenFieldSet{position_ids, document_ids, document_starts}));
       },
-      py::arg("corpus"), py::arg("plan"), py::arg("pad_token"));
+      py::arg("corpus"), py::arg("plan"), py::arg("pad_token"), py::arg("position_ids") = true,
+      py::arg("document_ids") = true, py::arg("document_starts") = true);
   m.def(
       "token_mixture_pipeline",
       [](const std::vector<Pipeline>& sources, const std::vector<double>& weights, uint64_t window,

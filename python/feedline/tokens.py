@@ -42,6 +42,7 @@ def _paths(sources: Sources) -> List[str]:
 
 
 PACKINGS = ("concat", "best_fit")
+TOKEN_FIELDS = ("input_ids", "labels", "position_ids", "document_ids", "cu_seqlens")  # TokenLoader(fields=)
 
 
 def _without_buffers(host: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Batch]:
@@ -98,6 +99,12 @@ class TokenLoader(Loader):
             batches in host memory; a CUDA device gets every tensor of the
             dict there (cu_seqlens too, joined on the host before the copy),
             copied on a side stream one batch ahead from the pinned ring.
+        fields: the keys of the dicts, a subset of ``TOKEN_FIELDS`` that
+            holds "input_ids" and "labels"; None: all of them. A field left
+            out is never computed: each costs seq_len * 8 bytes per sequence
+            of memory and memory traffic (cu_seqlens: 4), so a model without
+            per-document attention loads faster with
+            ``fields=("input_ids", "labels")``. ``token_fields`` says which.
 
     Iterating yields dicts of tensors: ``input_ids``, ``labels``,
     ``position_ids``, ``document_ids`` (int64 [batch, seq_len]) and
@@ -114,7 +121,16 @@ class TokenLoader(Loader):
                  weights: Optional[Sequence[float]] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
-                 ram_budget: Optional[int] = None, elastic: bool = False, device: Device = None) -> None:
+                 ram_budget: Optional[int] = None, elastic: bool = False, device: Device = None,
+                 fields: Optional[Sequence[str]] = None) -> None:
+        wanted = TOKEN_FIELDS if fields is None else tuple(fields)
+        unknown = [f for f in wanted if f not in TOKEN_FIELDS]
+        if unknown or "input_ids" not in wanted or "labels" not in wanted:
+            raise ValueError(f"fields must be a subset of {TOKEN_FIELDS} holding 'input_ids' and 'labels', "
+                             f"got {tuple(wanted)}" + (f" (unknown: {unknown})" if unknown else ""))
+        self.token_fields = tuple(f for f in TOKEN_FIELDS if f in wanted)
+        field_set = {"position_ids": "position_ids" in wanted, "document_ids": "document_ids" in wanted,
+                     "document_starts": "cu_seqlens" in wanted}
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(batch_size) < 1:
@@ -151,10 +167,10 @@ class TokenLoader(Loader):
         self._plans = [_C.best_fit_plan(c, self.seq_len) for c in self._corpora] if packing == "best_fit" else []
         if packing == "best_fit":
             pad = int(pad_token)  # type: ignore[arg-type]  # checked above
-            self._pipelines = [_C.token_best_fit_pipeline(c, p, pad)
+            self._pipelines = [_C.token_best_fit_pipeline(c, p, pad, **field_set)
                                for c, p in zip(self._corpora, self._plans)]
         else:
-            self._pipelines = [_C.token_window_pipeline(c, self.seq_len) for c in self._corpora]
+            self._pipelines = [_C.token_window_pipeline(c, self.seq_len, **field_set) for c in self._corpora]
         self._corpus = self._corpora[0]
         self.sources = groups[0] if self.weights is None else groups
         self.shuffle = shuffle
@@ -228,6 +244,10 @@ class TokenLoader(Loader):
         in C++ (not over the tokens, not torch ops)."""
         for batch, buffer in host:
             fields = dict(batch.fields)
+            if "document_starts" not in fields:  # fields= without cu_seqlens
+                yield batch, buffer
+                del batch, fields
+                continue
             starts, counts = fields.pop("document_starts"), fields.pop("num_documents")
             fields["cu_seqlens"] = torch.from_numpy(_C.token_cu_seqlens(starts.numpy(), counts.numpy()))
             del starts, counts

@@ -2,6 +2,7 @@
 // index only) and the op that lays a planned sequence out (tokens.h).
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -129,11 +130,12 @@ constexpr int64_t kIgnoreIndex = -100;  // torch's cross_entropy ignore_index
 class BestFitOp final : public tokens::detail::TokenSequenceOp {
  public:
   BestFitOp(std::shared_ptr<const TokenCorpus> corpus, std::shared_ptr<const BestFitPlan> plan,
-            int64_t pad_token)
+            int64_t pad_token, const TokenFieldSet& fields)
       : corpus_(std::move(corpus)),
         plan_(std::move(plan)),
         pad_token_(pad_token),
         seq_len_(plan_->seq_len()),
+        index_(fields),
         fingerprint_(corpus_->Fingerprint()) {}
 
   std::unique_ptr<OpState> NewState() const override {
@@ -161,10 +163,7 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
                                       TokenDTypeSize(source.dtype()));
     loc.key = "sequence " + std::to_string(index);
 
-    auto* input_ids = sample.output_as<int64_t>(kTokenInputIds);
-    auto* labels = sample.output_as<int64_t>(kTokenLabels);
-    auto* position_ids = sample.output_as<int64_t>(kTokenPositionIds);
-    auto* document_ids = sample.output_as<int64_t>(kTokenDocumentIds);
+    const tokens::detail::TokenOutputs out = index_.Get(sample);
     uint64_t j = 0;
     size_t segments = 0;
     for (const BestFitPlan::Piece& p : pieces) {
@@ -174,21 +173,29 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
       FEEDLINE_RETURN_IF_ERROR(corpus_->Read(p.begin, p.begin + read, st.tokens.data()));
       st.row_starts[segments] = static_cast<int32_t>(j);
       const auto doc = static_cast<int64_t>(segments++);
-      for (uint64_t k = 0; k < n; ++k, ++j) {
-        input_ids[j] = st.tokens[k];
-        labels[j] = k + 1 < read ? st.tokens[k + 1] : kIgnoreIndex;
-        position_ids[j] = static_cast<int64_t>(k);
-        document_ids[j] = doc;
+      std::memcpy(out.input_ids + j, st.tokens.data(), n * sizeof(int64_t));
+      std::memcpy(out.labels + j, st.tokens.data() + 1, (read - 1) * sizeof(int64_t));
+      if (read == n) out.labels[j + n - 1] = kIgnoreIndex;
+      if (out.position_ids != nullptr) {
+        for (uint64_t k = 0; k < n; ++k) out.position_ids[j + k] = static_cast<int64_t>(k);
       }
+      if (out.document_ids != nullptr)
+        std::fill(out.document_ids + j, out.document_ids + j + n, doc);
+      j += n;
     }
     if (j < seq_len_) st.row_starts[segments++] = static_cast<int32_t>(j);
-    for (int64_t k = 0; j < seq_len_; ++j, ++k) {
-      input_ids[j] = pad_token_;
-      labels[j] = kIgnoreIndex;
-      position_ids[j] = k;
-      document_ids[j] = -1;
+    const uint64_t padded = j;
+    std::fill(out.input_ids + padded, out.input_ids + seq_len_, pad_token_);
+    std::fill(out.labels + padded, out.labels + seq_len_, kIgnoreIndex);
+    if (out.position_ids != nullptr) {
+      for (uint64_t k = padded; k < seq_len_; ++k) {
+        out.position_ids[k] = static_cast<int64_t>(k - padded);
+      }
     }
-    tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(), segments, seq_len_);
+    if (out.document_ids != nullptr) {
+      std::fill(out.document_ids + padded, out.document_ids + seq_len_, int64_t{-1});
+    }
+    tokens::detail::WriteDocumentStarts(out, st.row_starts.data(), segments, seq_len_);
     return Status::OK();
   }
 
@@ -197,13 +204,15 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
   std::shared_ptr<const BestFitPlan> plan_;
   int64_t pad_token_;
   uint64_t seq_len_;
+  tokens::detail::TokenFieldIndex index_;
   uint64_t fingerprint_;
 };
 
 }  // namespace
 
 Result<Pipeline> TokenBestFitPipeline(std::shared_ptr<const TokenCorpus> corpus,
-                                      std::shared_ptr<const BestFitPlan> plan, int64_t pad_token) {
+                                      std::shared_ptr<const BestFitPlan> plan, int64_t pad_token,
+                                      const TokenFieldSet& fields) {
   if (corpus == nullptr || plan == nullptr) {
     return InvalidArgumentError("TokenBestFitPipeline: no corpus or no plan");
   }
@@ -218,8 +227,9 @@ Result<Pipeline> TokenBestFitPipeline(std::shared_ptr<const TokenCorpus> corpus,
   if (plan->num_sequences() == 0) return InvalidArgumentError("the token corpus is empty");
   Pipeline p;
   p.num_samples = plan->num_sequences();
-  p.fields = tokens::detail::TokenFields(plan->seq_len());
-  p.ops.push_back(std::make_shared<BestFitOp>(std::move(corpus), std::move(plan), pad_token));
+  p.fields = tokens::detail::TokenFields(plan->seq_len(), fields);
+  p.ops.push_back(
+      std::make_shared<BestFitOp>(std::move(corpus), std::move(plan), pad_token, fields));
   return p;
 }
 

@@ -307,6 +307,25 @@ Result<std::vector<uint64_t>> TokenMixtureCounts(const std::vector<uint64_t>& so
   return out;
 }
 
+namespace {
+
+bool SameFields(const std::vector<FieldSpec>& a, const std::vector<FieldSpec>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].shape != b[i].shape)
+      return false;
+  }
+  return true;
+}
+
+std::string FieldNames(const std::vector<FieldSpec>& fields) {
+  std::string s;
+  for (const FieldSpec& f : fields) s += (s.empty() ? "" : ", ") + f.name;
+  return s;
+}
+
+}  // namespace
+
 Result<Pipeline> TokenMixturePipeline(const std::vector<Pipeline>& sources,
                                       const TokenMixtureOptions& options) {
   if (sources.empty()) return InvalidArgumentError("a token mixture needs at least one source");
@@ -325,6 +344,11 @@ Result<Pipeline> TokenMixturePipeline(const std::vector<Pipeline>& sources,
       return InvalidArgumentError("token mixture source " + std::to_string(k) + " has seq_len " +
                                   std::to_string(op->seq_len()) + ", source 0 " +
                                   std::to_string(ops.front()->seq_len()));
+    }
+    if (k > 0 && !SameFields(p.fields, sources.front().fields)) {
+      return InvalidArgumentError("token mixture source " + std::to_string(k) +
+                                  " writes other fields than source 0 (" + FieldNames(p.fields) +
+                                  " vs " + FieldNames(sources.front().fields) + ")");
     }
     samples.push_back(op->num_sequences());
     ops.push_back(std::move(op));

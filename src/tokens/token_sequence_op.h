@@ -1,5 +1,6 @@
 // The op behind every token pipeline: it fills one training sequence, named
-// by its index, into a sample's six fields (tokens.h). Concat windows and
+// by its index, into a sample's fields (tokens.h: input_ids, labels and
+// those of its TokenFieldSet). Concat windows and
 // best-fit sequences implement Fill; the mixture op calls the Fill of the
 // source a global sample maps to, with that source's index.
 #ifndef FEEDLINE_SRC_TOKENS_TOKEN_SEQUENCE_OP_H_
@@ -27,17 +28,56 @@ class TokenSequenceOp : public SampleOp {
   }
 };
 
-// The six fields of every token pipeline (tokens.h), for seq_len.
-std::vector<FieldSpec> TokenFields(uint64_t seq_len);
+// The fields of a token pipeline (tokens.h) for seq_len: input_ids,
+// labels, then those `set` holds, in that order.
+std::vector<FieldSpec> TokenFields(uint64_t seq_len, const TokenFieldSet& set);
+
+// One sample's outputs; a field the set leaves out is null.
+struct TokenOutputs {
+  int64_t* input_ids = nullptr;
+  int64_t* labels = nullptr;
+  int64_t* position_ids = nullptr;
+  int64_t* document_ids = nullptr;
+  int32_t* document_starts = nullptr;
+  int32_t* num_documents = nullptr;
+};
+
+// Where each field of a set is in the sample (the TokenFields order).
+class TokenFieldIndex {
+ public:
+  explicit TokenFieldIndex(const TokenFieldSet& set) {
+    size_t next = 2;  // input_ids 0, labels 1
+    position_ids_ = set.position_ids ? next++ : kNone;
+    document_ids_ = set.document_ids ? next++ : kNone;
+    document_starts_ = set.document_starts ? next++ : kNone;
+    num_documents_ = set.document_starts ? next++ : kNone;
+  }
+  TokenOutputs Get(const Sample& sample) const {
+    TokenOutputs o;
+    o.input_ids = sample.output_as<int64_t>(0);
+    o.labels = sample.output_as<int64_t>(1);
+    if (position_ids_ != kNone) o.position_ids = sample.output_as<int64_t>(position_ids_);
+    if (document_ids_ != kNone) o.document_ids = sample.output_as<int64_t>(document_ids_);
+    if (document_starts_ != kNone) {
+      o.document_starts = sample.output_as<int32_t>(document_starts_);
+      o.num_documents = sample.output_as<int32_t>(num_documents_);
+    }
+    return o;
+  }
+
+ private:
+  static constexpr size_t kNone = ~size_t{0};
+  size_t position_ids_, document_ids_, document_starts_, num_documents_;
+};
 
 // Writes document_starts (the first `n` of `starts`, the rest 0) and
-// num_documents for one row.
-inline void WriteDocumentStarts(const Sample& sample, const int32_t* starts, size_t n,
+// num_documents for one row, when the set has them.
+inline void WriteDocumentStarts(const TokenOutputs& out, const int32_t* starts, size_t n,
                                 uint64_t seq_len) {
-  auto* out = sample.output_as<int32_t>(kTokenDocumentStarts);
-  for (size_t i = 0; i < n; ++i) out[i] = starts[i];
-  for (size_t i = n; i < seq_len; ++i) out[i] = 0;
-  *sample.output_as<int32_t>(kTokenNumDocuments) = static_cast<int32_t>(n);
+  if (out.document_starts == nullptr) return;
+  for (size_t i = 0; i < n; ++i) out.document_starts[i] = starts[i];
+  for (size_t i = n; i < seq_len; ++i) out.document_starts[i] = 0;
+  *out.num_documents = static_cast<int32_t>(n);
 }
 
 }  // namespace feedline::tokens::detail

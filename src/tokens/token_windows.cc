@@ -76,9 +76,11 @@ class WindowState final : public OpState {
 
 class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
  public:
-  TokenWindowOp(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len)
+  TokenWindowOp(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len,
+                const TokenFieldSet& fields)
       : corpus_(std::move(corpus)),
         seq_len_(seq_len),
+        index_(fields),
         windows_(NumTokenWindows(corpus_->num_tokens(), seq_len)),
         fingerprint_(corpus_->Fingerprint()) {}
 
@@ -104,16 +106,17 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
                                       TokenDTypeSize(source.dtype()));  // bytes, as everywhere
     loc.file = source.path();
     loc.key = "window " + std::to_string(index);
-    auto* input_ids = sample.output_as<int64_t>(kTokenInputIds);
-    auto* labels = sample.output_as<int64_t>(kTokenLabels);
-    auto* position_ids = sample.output_as<int64_t>(kTokenPositionIds);
-    auto* document_ids = sample.output_as<int64_t>(kTokenDocumentIds);
+    const tokens::detail::TokenOutputs out = index_.Get(sample);
     // The window's tokens straight into input_ids, its last into labels;
     // labels are input_ids shifted by one (one copy, no second widening).
-    FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_, input_ids));
+    FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_, out.input_ids));
     FEEDLINE_RETURN_IF_ERROR(
-        corpus_->Read(begin + seq_len_, begin + seq_len_ + 1, labels + seq_len_ - 1));
-    std::memcpy(labels, input_ids + 1, (seq_len_ - 1) * sizeof(int64_t));
+        corpus_->Read(begin + seq_len_, begin + seq_len_ + 1, out.labels + seq_len_ - 1));
+    std::memcpy(out.labels, out.input_ids + 1, (seq_len_ - 1) * sizeof(int64_t));
+    if (out.position_ids == nullptr && out.document_ids == nullptr &&
+        out.document_starts == nullptr) {
+      return Status::OK();  // no document boundary asked for: none looked up
+    }
     st.starts.clear();
     // Starts strictly inside the inputs; the window start is one anyway.
     corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
@@ -125,16 +128,21 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
     for (size_t k = 0; k < segments; ++k) {
       const auto a = static_cast<uint64_t>(st.row_starts[k]);
       const uint64_t b = k + 1 < segments ? static_cast<uint64_t>(st.row_starts[k + 1]) : seq_len_;
-      for (uint64_t j = a; j < b; ++j) position_ids[j] = static_cast<int64_t>(j - a);
-      std::fill(document_ids + a, document_ids + b, static_cast<int64_t>(k));
+      if (out.position_ids != nullptr) {
+        for (uint64_t j = a; j < b; ++j) out.position_ids[j] = static_cast<int64_t>(j - a);
+      }
+      if (out.document_ids != nullptr) {
+        std::fill(out.document_ids + a, out.document_ids + b, static_cast<int64_t>(k));
+      }
     }
-    tokens::detail::WriteDocumentStarts(sample, st.row_starts.data(), segments, seq_len_);
+    tokens::detail::WriteDocumentStarts(out, st.row_starts.data(), segments, seq_len_);
     return Status::OK();
   }
 
  private:
   std::shared_ptr<const TokenCorpus> corpus_;
   uint64_t seq_len_;
+  tokens::detail::TokenFieldIndex index_;
   uint64_t windows_;
   uint64_t fingerprint_;
 };
@@ -143,21 +151,24 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
 
 namespace tokens::detail {
 
-// The six fields of every token pipeline (tokens.h).
-std::vector<FieldSpec> TokenFields(uint64_t seq_len) {
+// The fields of a token pipeline (tokens.h).
+std::vector<FieldSpec> TokenFields(uint64_t seq_len, const TokenFieldSet& set) {
   const auto s = static_cast<int64_t>(seq_len);
-  std::vector<FieldSpec> fields;
-  for (const char* name : {"input_ids", "labels", "position_ids", "document_ids"}) {
-    fields.push_back(FieldSpec{name, DType::kInt64, {s}});
+  std::vector<FieldSpec> fields = {FieldSpec{"input_ids", DType::kInt64, {s}},
+                                   FieldSpec{"labels", DType::kInt64, {s}}};
+  if (set.position_ids) fields.push_back(FieldSpec{"position_ids", DType::kInt64, {s}});
+  if (set.document_ids) fields.push_back(FieldSpec{"document_ids", DType::kInt64, {s}});
+  if (set.document_starts) {
+    fields.push_back(FieldSpec{"document_starts", DType::kInt32, {s}});
+    fields.push_back(FieldSpec{"num_documents", DType::kInt32, {}});
   }
-  fields.push_back(FieldSpec{"document_starts", DType::kInt32, {s}});
-  fields.push_back(FieldSpec{"num_documents", DType::kInt32, {}});
   return fields;
 }
 
 }  // namespace tokens::detail
 
-Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len) {
+Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len,
+                                     const TokenFieldSet& fields) {
   if (corpus == nullptr) return InvalidArgumentError("TokenWindowPipeline: no corpus");
   if (seq_len == 0) return InvalidArgumentError("seq_len must be positive");
   if (seq_len > static_cast<uint64_t>(INT32_MAX)) {
@@ -171,8 +182,8 @@ Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, 
   }
   Pipeline p;
   p.num_samples = windows;
-  p.fields = tokens::detail::TokenFields(seq_len);
-  p.ops.push_back(std::make_shared<TokenWindowOp>(std::move(corpus), seq_len));
+  p.fields = tokens::detail::TokenFields(seq_len, fields);
+  p.ops.push_back(std::make_shared<TokenWindowOp>(std::move(corpus), seq_len, fields));
   return p;
 }
 

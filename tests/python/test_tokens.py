@@ -305,3 +305,36 @@ def test_rank_and_world_size_default_from_the_environment(tmp_path, monkeypatch)
     assert (loader.rank, loader.world_size) == (1, 2)
     assert [_window_ids(b, seq_len) for b in loader] == explicit
     assert explicit[0] == [1, 3]
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit"])
+def test_fields_leave_out_what_is_not_asked_and_keep_the_rest_exact(tmp_path, packing):
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(1, 1000, size=3001).astype(np.uint16)
+    tokens[rng.choice(3000, size=90, replace=False)] = 0  # eos
+    path = _flat(tmp_path / "a.bin", tokens)
+    kw = dict(seq_len=32, batch_size=4, eos_token=0, num_threads=2, shuffle=True, seed=3, packing=packing,
+              pad_token=1 if packing == "best_fit" else None)
+    full = [dict(b) for b in feedline.TokenLoader(path, **kw)]
+    for fields in [("input_ids", "labels"), ("labels", "input_ids", "cu_seqlens"),
+                   ("input_ids", "labels", "position_ids"), feedline.tokens.TOKEN_FIELDS]:
+        loader = feedline.TokenLoader(path, fields=fields, **kw)
+        assert loader.token_fields == tuple(f for f in feedline.tokens.TOKEN_FIELDS if f in fields)
+        got = list(loader)
+        assert len(got) == len(full)
+        for g, f in zip(got, full):
+            assert set(g) == set(fields)
+            for k in g:
+                assert torch.equal(g[k], f[k]), (fields, k)
+        # batches() carries the engine's fields: the segment starts only with cu_seqlens.
+        b = next(iter(loader.batches()))
+        assert ("document_starts" in b.fields) == ("cu_seqlens" in fields)
+        del b
+
+
+def test_fields_must_hold_input_ids_and_labels_and_known_names(tmp_path):
+    path = _flat(tmp_path / "a.bin", np.arange(100))
+    with pytest.raises(ValueError, match="holding 'input_ids' and 'labels'"):
+        feedline.TokenLoader(path, seq_len=4, batch_size=1, fields=("input_ids",))
+    with pytest.raises(ValueError, match=r"unknown: \['attention_mask'\]"):
+        feedline.TokenLoader(path, seq_len=4, batch_size=1, fields=("input_ids", "labels", "attention_mask"))

@@ -249,6 +249,14 @@ TEST_F(TokenMixtureTest, BadOptionsAreRefusedByName) {
   not_tokens.num_samples = 3;
   EXPECT_THAT(TokenMixturePipeline({not_tokens}, Mixture({1})).status().message(),
               HasSubstr("not a token pipeline"));
+  // Sources that write other fields cannot share one batch layout.
+  auto c = TokenCorpus::Open({Path("s1.bin")}, {});
+  ASSERT_TRUE(c.ok());
+  std::vector<Pipeline> mixed = {
+      sources_[0], *TokenWindowPipeline(*c, kSeqLen, TokenFieldSet{false, false, false})};
+  EXPECT_THAT(TokenMixturePipeline(mixed, Mixture({1, 1})).status().message(),
+              HasSubstr("token mixture source 1 writes other fields than source 0 (input_ids, "
+                        "labels vs input_ids, labels, position_ids"));
 }
 
 }  // namespace

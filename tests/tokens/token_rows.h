@@ -1,5 +1,5 @@
 // Test helper: the rows (sequences) a token pipeline's loader delivers,
-// each with its six fields (tokens.h) and its sample id.
+// each with its fields (tokens.h) and its sample id.
 #ifndef FEEDLINE_TESTS_TOKENS_TOKEN_ROWS_H_
 #define FEEDLINE_TESTS_TOKENS_TOKEN_ROWS_H_
 
@@ -20,22 +20,35 @@ struct Row {
   std::vector<int32_t> document_starts;  // the first num_documents entries
 };
 
-// Rows of one batch, in order.
+// Rows of one batch, in order. Fields found by name; a field the pipeline's
+// TokenFieldSet leaves out stays empty in the row.
 inline std::vector<Row> BatchRows(const Batch& b, uint64_t seq_len) {
+  auto find = [&b](const char* name) {
+    for (size_t f = 0; f < b.num_fields(); ++f) {
+      if (b.field(f).name == name) return static_cast<ptrdiff_t>(f);
+    }
+    return ptrdiff_t{-1};
+  };
+  const ptrdiff_t ids[] = {find("input_ids"), find("labels"), find("position_ids"),
+                           find("document_ids")};
+  const ptrdiff_t starts = find("document_starts"), counts = find("num_documents");
+  const auto n_seq = static_cast<ptrdiff_t>(seq_len);
   std::vector<Row> out;
   for (size_t i = 0; i < b.size(); ++i) {
     Row r;
     r.id = b.sample_ids()[i];
     std::vector<int64_t>* dst[] = {&r.input_ids, &r.labels, &r.position_ids, &r.document_ids};
+    const auto row = static_cast<ptrdiff_t>(i);
     for (size_t f = 0; f < 4; ++f) {
-      std::span<int64_t> v = b.field_as<int64_t>(f);
-      dst[f]->assign(v.begin() + static_cast<ptrdiff_t>(i * seq_len),
-                     v.begin() + static_cast<ptrdiff_t>((i + 1) * seq_len));
+      if (ids[f] < 0) continue;
+      std::span<int64_t> v = b.field_as<int64_t>(static_cast<size_t>(ids[f]));
+      dst[f]->assign(v.begin() + row * n_seq, v.begin() + (row + 1) * n_seq);
     }
-    const int32_t n = b.field_as<int32_t>(kTokenNumDocuments)[i];
-    std::span<int32_t> s = b.field_as<int32_t>(kTokenDocumentStarts);
-    r.document_starts.assign(s.begin() + static_cast<ptrdiff_t>(i * seq_len),
-                             s.begin() + static_cast<ptrdiff_t>(i * seq_len + n));
+    if (starts >= 0 && counts >= 0) {
+      const int32_t n = b.field_as<int32_t>(static_cast<size_t>(counts))[i];
+      std::span<int32_t> s = b.field_as<int32_t>(static_cast<size_t>(starts));
+      r.document_starts.assign(s.begin() + row * n_seq, s.begin() + row * n_seq + n);
+    }
     out.push_back(std::move(r));
   }
   return out;

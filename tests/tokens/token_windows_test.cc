@@ -126,6 +126,62 @@ TEST_F(TokenWindowsTest, DocumentStartsAreTheDocumentIdChanges) {
   EXPECT_GT(multi, 10u);  // the test exercises boundaries inside windows
 }
 
+// Every TokenFieldSet, concat and best fit: the pipeline's fields are
+// input_ids, labels and the chosen ones in order, and each holds what the
+// full pipeline's does, row for row.
+TEST_F(TokenWindowsTest, AFieldSetWritesItsFieldsAndTheSameValues) {
+  std::vector<int64_t> tokens;
+  for (int64_t d = 0; d < 30; ++d) {
+    for (int64_t k = 0; k < 1 + d % 7; ++k) tokens.push_back(1 + (d * 3 + k) % 11);
+    tokens.push_back(0);
+  }
+  WriteFlat<uint16_t>(Path("a.bin"), tokens);
+  TokenSourceOptions so;
+  so.eos_token = 0;
+  auto corpus = Corpus({Path("a.bin")}, so);
+  const uint64_t seq_len = 6;
+  auto plan = BestFitPlan::Build(*corpus, seq_len);
+  ASSERT_TRUE(plan.ok());
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.num_threads = 2;
+  o.max_bytes = 64 << 20;
+  for (bool best_fit : {false, true}) {
+    auto make = [&](const TokenFieldSet& set) {
+      return best_fit ? *TokenBestFitPipeline(corpus, *plan, 99, set)
+                      : *TokenWindowPipeline(corpus, seq_len, set);
+    };
+    const auto full = testing_tokens::AllRows(make({}), o, seq_len);
+    ASSERT_FALSE(full.empty());
+    for (int mask = 0; mask < 8; ++mask) {
+      const TokenFieldSet set{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0};
+      const Pipeline p = make(set);
+      std::vector<std::string> names;
+      for (const FieldSpec& f : p.fields) names.push_back(f.name);
+      std::vector<std::string> want = {"input_ids", "labels"};
+      if (set.position_ids) want.push_back("position_ids");
+      if (set.document_ids) want.push_back("document_ids");
+      if (set.document_starts) {
+        want.push_back("document_starts");
+        want.push_back("num_documents");
+      }
+      EXPECT_EQ(names, want) << "mask " << mask;
+      const auto rows = testing_tokens::AllRows(p, o, seq_len);
+      ASSERT_EQ(rows.size(), full.size());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        SCOPED_TRACE("best_fit " + std::to_string(best_fit) + " mask " + std::to_string(mask) +
+                     " row " + std::to_string(i));
+        EXPECT_EQ(rows[i].input_ids, full[i].input_ids);
+        EXPECT_EQ(rows[i].labels, full[i].labels);
+        EXPECT_EQ(rows[i].position_ids.empty(), !set.position_ids);
+        if (set.position_ids) EXPECT_EQ(rows[i].position_ids, full[i].position_ids);
+        if (set.document_ids) EXPECT_EQ(rows[i].document_ids, full[i].document_ids);
+        if (set.document_starts) EXPECT_EQ(rows[i].document_starts, full[i].document_starts);
+      }
+    }
+  }
+}
+
 TEST(TokenCuSeqlensTest, JoinsRowsAndChecksThem) {
   // Two rows of 4: starts {0, 2} and {0}.
   const int32_t starts[] = {0, 2, 0, 0, 0, 0, 0, 0};
