@@ -131,7 +131,13 @@ def summarize(runs):
             "errors": [r["error"] for r in runs if "error" in r]}
 
 
-def sanity(s, ref, batch):
+# Below this many images, the statistics of random crops (train: each peer
+# draws its own) differ by chance more than TOLERANCE on the generated
+# sets, so the check judges the shape and dtype only.
+MIN_RANDOM_CROPS = 256
+
+
+def sanity(s, ref, batch, random_crops=False):
     want = [batch, 3, 224, 224] if s["layout"] == "NCHW" else [batch, 224, 224, 3]
     if s["shape"] != want or s["dtype"] != "float32":
         return False, f"shape {s['shape']} {s['dtype']}, want {want} float32"
@@ -139,7 +145,10 @@ def sanity(s, ref, batch):
         return False, "no torchvision reference"
     dm = max(abs(x - y) for x, y in zip(s["mean"], ref["mean"]))
     ds = max(abs(x - y) for x, y in zip(s["std"], ref["std"]))
-    return dm <= TOLERANCE and ds <= TOLERANCE, f"max |d mean| {dm:.3f}, max |d std| {ds:.3f}"
+    figures = f"max |d mean| {dm:.3f}, max |d std| {ds:.3f}"
+    if random_crops and batch < MIN_RANDOM_CROPS:
+        return True, f"{figures}: not judged, {batch} random crops"
+    return dm <= TOLERANCE and ds <= TOLERANCE, figures
 
 
 def main():
@@ -199,7 +208,7 @@ def main():
                 if "error" in s:
                     problems.append(f"{key}/{n}: {one_line_reason(s['error'])}")
                     continue
-                s["sane"], s["sanity"] = sanity(s, ref, a.batch)
+                s["sane"], s["sanity"] = sanity(s, ref, a.batch, random_crops=recipe == "train")
                 if not s["sane"]:
                     problems.append(f"{key}/{n}: output check failed ({s['sanity']})")
                 if fl and "error" not in fl:
@@ -240,7 +249,9 @@ def render(results, meta, names):
              f"Warm-up / timed batches: small {meta['warmup_batches']['small']}/{meta['timed_batches']['small']}, "
              f"large {meta['warmup_batches']['large']}/{meta['timed_batches']['large']}.",
              f"Output check: per-channel mean and std of the normalised first batch within "
-             f"{meta['tolerance']} of torchvision's (torch-pil), shape and dtype as asked.", ""]
+             f"{meta['tolerance']} of torchvision's (torch-pil), shape and dtype as asked; on train batches of "
+             f"fewer than {MIN_RANDOM_CROPS} images (each peer draws its own random crops) the shape and dtype "
+             "only.", ""]
     for key, table in results.items():
         lines += [f"## {key}", "",
                   "| peer | images/s | spread | feedline / peer | CPU-s / 1000 images | peak PSS | first batch | "
