@@ -146,9 +146,9 @@ void BM_BatchMix(benchmark::State& state) {
     SampleRng rng = SampleRng::ForSample(1, 0, batch++, 0);
     const BatchMixParams p = DrawBatchMix({&op, 1}, kSide, kSide, rng);
     void* images = bf16 ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
-    const Status st = ApplyBatchMix(p, bf16 ? DType::kBFloat16 : DType::kFloat32, Layout::kCHW,
-                                    kBatch, 3, kSide, kSide, images, labels, kClasses, {},
-                                    soft.data());
+    const Status st =
+        ApplyBatchMix(p, bf16 ? DType::kBFloat16 : DType::kFloat32, Layout::kCHW, kBatch, 3, kSide,
+                      kSide, images, labels, kClasses, {}, soft.data());
     if (!st.ok()) std::abort();
     benchmark::DoNotOptimize(images);
     benchmark::ClobberMemory();

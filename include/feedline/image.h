@@ -314,8 +314,8 @@ struct FEEDLINE_EXPORT BatchMixOp {
 // What DrawBatchMix chose for one batch.
 struct FEEDLINE_EXPORT BatchMixParams {
   BatchMixKind kind = BatchMixKind::kMixUp;
-  double lam = 1.0;        // the Beta draw
-  double label_lam = 1.0;  // MixUp: lam; CutMix: 1 - box area / image area
+  double lam = 1.0;                         // the Beta draw
+  double label_lam = 1.0;                   // MixUp: lam; CutMix: 1 - box area / image area
   uint32_t x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // CutMix box, [x1, x2) x [y1, y2)
 };
 
@@ -338,8 +338,8 @@ FEEDLINE_EXPORT double SampleBeta(double a, double b, SampleRng& rng);
 // labels (n x num_classes float32) to `soft_labels`. InvalidArgument for a
 // label outside [0, num_classes), naming its position in the batch and, when
 // `sample_ids` is not empty, the sample id; nothing is written then.
-FEEDLINE_EXPORT Status ApplyBatchMix(const BatchMixParams& p, DType dtype, Layout layout, uint32_t n,
-                                     uint32_t channels, uint32_t height, uint32_t width,
+FEEDLINE_EXPORT Status ApplyBatchMix(const BatchMixParams& p, DType dtype, Layout layout,
+                                     uint32_t n, uint32_t channels, uint32_t height, uint32_t width,
                                      void* images, std::span<const int64_t> labels,
                                      uint32_t num_classes, std::span<const uint64_t> sample_ids,
                                      float* soft_labels);

@@ -80,7 +80,8 @@ struct Images {
 };
 Images ViewImages(py::array& a, DType dtype, Layout layout, py::ssize_t min_ndim, const char* who) {
   if (!(a.flags() & py::array::c_style) || !a.writeable()) {
-    ThrowIfError(InvalidArgumentError(std::string(who) + ": images must be a writable C-contiguous array"));
+    ThrowIfError(
+        InvalidArgumentError(std::string(who) + ": images must be a writable C-contiguous array"));
   }
   if (ItemSize(dtype) == 0 || static_cast<size_t>(a.itemsize()) != ItemSize(dtype)) {
     ThrowIfError(InvalidArgumentError(std::string(who) + ": images of dtype " +
@@ -156,8 +157,8 @@ void RegisterAugmentOps(py::module_& m) {
   // One rectangle with given values, for the exact comparison with F.erase.
   m.def(
       "erase_rect",
-      [](py::array images, DType dtype, Layout layout, uint32_t top, uint32_t left,
-         uint32_t height, uint32_t width, const std::vector<float>& values, bool per_pixel) {
+      [](py::array images, DType dtype, Layout layout, uint32_t top, uint32_t left, uint32_t height,
+         uint32_t width, const std::vector<float>& values, bool per_pixel) {
         Images v = ViewImages(images, dtype, layout, 3, "erase");
         if (top + height > v.height || left + width > v.width ||
             values.size() != (per_pixel ? size_t{v.channels} * height * width : v.channels)) {
@@ -192,7 +193,8 @@ void RegisterAugmentOps(py::module_& m) {
       .def_readwrite("x2", &BatchMixParams::x2)
       .def_readwrite("y2", &BatchMixParams::y2);
   m.def(
-      "check_batch_mix", [](const std::vector<BatchMixOp>& ops) { ThrowIfError(CheckBatchMix(ops)); },
+      "check_batch_mix",
+      [](const std::vector<BatchMixOp>& ops) { ThrowIfError(CheckBatchMix(ops)); },
       py::arg("choices"));
   // The parameters of batch `stream_id` (the loader: index * world_size + rank).
   m.def(
@@ -224,17 +226,21 @@ void RegisterAugmentOps(py::module_& m) {
         const char* who = p.kind == BatchMixKind::kMixUp ? "MixUp" : "CutMix";
         Images v = ViewImages(images, dtype, layout, 4, who);
         if (images.ndim() != 4) {
-          ThrowIfError(InvalidArgumentError(std::string(who) + ": expected a batch of 4 "
-                                            "dimensions, got " + std::to_string(images.ndim())));
+          ThrowIfError(InvalidArgumentError(std::string(who) +
+                                            ": expected a batch of 4 "
+                                            "dimensions, got " +
+                                            std::to_string(images.ndim())));
         }
         if (labels.ndim() != 1) {
-          ThrowIfError(InvalidArgumentError(std::string(who) + ": labels should be of shape (batch_size,), got " +
+          ThrowIfError(InvalidArgumentError(std::string(who) +
+                                            ": labels should be of shape (batch_size,), got " +
                                             std::to_string(labels.ndim()) + " dimensions"));
         }
         if (num_classes < 1) {
           ThrowIfError(InvalidArgumentError(std::string(who) + ": num_classes must be >= 1"));
         }
-        py::array_t<float> soft({static_cast<py::ssize_t>(v.count), static_cast<py::ssize_t>(num_classes)});
+        py::array_t<float> soft(
+            {static_cast<py::ssize_t>(v.count), static_cast<py::ssize_t>(num_classes)});
         std::span<const int64_t> l(labels.data(), static_cast<size_t>(labels.size()));
         float* out = soft.mutable_data();
         Status st;

@@ -204,8 +204,9 @@ Status CheckEraseOps(std::span<const EraseOp> ops, DType dtype, uint32_t channel
     }
     if (dtype == DType::kUInt8) {
       if (op.random_value) {
-        return BadErase(i, "value='random' on a uint8 output: torchvision would cast standard "
-                           "normal noise to uint8; not supported (erase a float output)");
+        return BadErase(i,
+                        "value='random' on a uint8 output: torchvision would cast standard "
+                        "normal noise to uint8; not supported (erase a float output)");
       }
       for (float v : op.value) {
         if (!(v >= 0 && v <= 255)) {
@@ -213,8 +214,7 @@ Status CheckEraseOps(std::span<const EraseOp> ops, DType dtype, uint32_t channel
                                  " on a uint8 output must be in [0, 255] (torchvision casts it)");
         }
       }
-    } else if (dtype != DType::kFloat32 && dtype != DType::kFloat16 &&
-               dtype != DType::kBFloat16) {
+    } else if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
       return BadErase(i, "dtype " + std::string(DTypeName(dtype)) + " is not an image dtype");
     }
   }
@@ -285,8 +285,9 @@ Status CheckBatchMix(std::span<const BatchMixOp> choices) {
       return InvalidArgumentError(name + ": alpha must be > 0, got " + std::to_string(op.alpha));
     }
     if (op.num_classes < 1) {
-      return InvalidArgumentError(name + ": num_classes must be >= 1 (labels become one-hot "
-                                         "rows of that length), got " +
+      return InvalidArgumentError(name +
+                                  ": num_classes must be >= 1 (labels become one-hot "
+                                  "rows of that length), got " +
                                   std::to_string(op.num_classes));
     }
     if (op.num_classes != choices[0].num_classes) {
@@ -338,8 +339,8 @@ BatchMixParams DrawBatchMix(std::span<const BatchMixOp> choices, uint32_t height
   p.y1 = static_cast<uint32_t>(std::max<int64_t>(r_y - r_h_half, 0));
   p.x2 = static_cast<uint32_t>(std::min<int64_t>(r_x + r_w_half, W));
   p.y2 = static_cast<uint32_t>(std::min<int64_t>(r_y + r_h_half, H));
-  p.label_lam = 1.0 - static_cast<double>(int64_t{p.x2 - p.x1} * (p.y2 - p.y1)) /
-                          static_cast<double>(W * H);
+  p.label_lam =
+      1.0 - static_cast<double>(int64_t{p.x2 - p.x1} * (p.y2 - p.y1)) / static_cast<double>(W * H);
   return p;
 }
 
@@ -368,10 +369,11 @@ Status ApplyBatchMix(const BatchMixParams& p, DType dtype, Layout layout, uint32
   const bool floats =
       dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
   if (!floats && !(dtype == DType::kUInt8 && p.kind == BatchMixKind::kCutMix)) {
-    return InvalidArgumentError(name + ": images of dtype " + std::string(DTypeName(dtype)) +
-                                " are not supported (float32, float16, bfloat16" +
-                                (p.kind == BatchMixKind::kCutMix ? ", uint8)" : ")") +
-                                (dtype == DType::kUInt8 ? "; torch cannot blend uint8 in place" : ""));
+    return InvalidArgumentError(
+        name + ": images of dtype " + std::string(DTypeName(dtype)) +
+        " are not supported (float32, float16, bfloat16" +
+        (p.kind == BatchMixKind::kCutMix ? ", uint8)" : ")") +
+        (dtype == DType::kUInt8 ? "; torch cannot blend uint8 in place" : ""));
   }
   if (n == 0) return Status::OK();
   const Geometry g{layout, channels, height, width};
