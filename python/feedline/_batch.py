@@ -244,7 +244,7 @@ def _call(choices: List[_C.BatchMixOp], inputs: Tuple[Any, ...], who: str) -> An
     out = images.detach().cpu().contiguous().clone()
     soft = mix(choices, out, labels.detach().cpu(), _seed(), layout=_C.Layout.CHW)
     result = (out, soft)
-    return type(args)(result) if packed else result
+    return list(result) if packed and isinstance(args, list) else result
 
 
 class LoaderMixer:

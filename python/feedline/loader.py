@@ -335,7 +335,10 @@ class Loader:
             if self.fields is not None or _raw_max_bytes > 0 or _pipeline is not None:
                 raise ValueError("batch_transform needs an (images, labels) loader (not fields=, RecordLoader "
                                  "or TokenLoader)")
-            self._mixer = _batch.LoaderMixer(batch_transform, seed, rank, world_size, self.transform.layout)
+            chain = self.transform_source is not None and self.transform_source.chain is not None
+            # A split Compose's layout is its Python members' (read from the batch's shape).
+            self._mixer = _batch.LoaderMixer(batch_transform, seed, rank, world_size,
+                                             None if chain else self.transform.layout)
         self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
         self._batch_map_state: Optional[bytes] = None
         # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
