@@ -506,3 +506,19 @@ def test_batch_transform_refusals(dataset):
     with pytest.raises(ValueError, match="images, labels"):
         feedline.Loader(dataset, batch_size=8, fields={"image": "jpg;png;jpeg", "label": "cls"},
                         batch_transform=ft.MixUp(alpha=1.0, num_classes=4))
+
+
+def test_batch_transform_after_python_members(dataset):
+    """A split Compose (a Python member in the middle): the batch is still mixed, its layout read from its shape."""
+    compose = T.Compose([T.RandomResizedCrop(32), T.Lambda(lambda img: img), T.ToTensor()])
+    with feedline.Loader(dataset, batch_size=8, transform=compose, seed=2, num_threads=2) as loader:
+        px, py = next(iter(loader))
+        px, py = px.clone(), py.clone()
+    mix = ft.CutMix(alpha=1.0, num_classes=4)
+    with feedline.Loader(dataset, batch_size=8, transform=compose, seed=2, num_threads=2,
+                         batch_transform=mix) as loader:
+        assert loader.transform_source.chain is not None
+        mx, my = next(iter(loader))
+    p = _C.draw_batch_mix([mix.op()], 32, 32, seed=2, epoch=0, stream_id=0)
+    want_x, want_y = v2_cutmix(px, py, (p.x1, p.y1, p.x2, p.y2), 4)
+    assert torch.equal(mx, want_x) and torch.equal(my, want_y)
