@@ -6,6 +6,7 @@
 // cost is its row minus that one (docs/augmentations.md's cost table).
 //
 //   BM_PixelOp/<case>
+//   BM_RandomErasing/<constant, random>, BM_BatchMix/<mixup, cutmix>/<f32, bf16>
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -100,6 +101,63 @@ void BM_PixelOp(benchmark::State& state) {
   state.SetLabel(c.name);
 }
 BENCHMARK(BM_PixelOp)->DenseRange(0, 15);
+
+// RandomErasing on a float32 224x224 output (issue 17): the draw and the
+// write of one rectangle (p = 1, torchvision's default scale and ratio),
+// constant and "random" values, per output pixel of the image.
+void BM_RandomErasing(benchmark::State& state) {
+  EraseOp op;
+  op.p = 1;
+  op.random_value = state.range(0) == 1;
+  std::vector<float> out(size_t{3} * kSide * kSide, 0.5f);
+  std::vector<float> values;
+  uint64_t sample = 0;
+  for (auto _ : state) {
+    SampleRng rng = SampleRng::ForSample(1, 0, sample++, 0);
+    const EraseRect r = DrawErase(op, kSide, kSide, rng);
+    DrawEraseValues(op, r, 3, rng, &values);
+    ApplyErase(r, values, op.random_value, DType::kFloat32, Layout::kCHW, 3, kSide, kSide,
+               out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kSide * kSide);
+  state.SetLabel(op.random_value ? "erase-random" : "erase-constant");
+}
+BENCHMARK(BM_RandomErasing)->DenseRange(0, 1);
+
+// MixUp and CutMix on a batch of 32 float32 224x224 images (range(1): 0
+// float32, 1 bfloat16), per output pixel of the batch.
+void BM_BatchMix(benchmark::State& state) {
+  constexpr uint32_t kBatch = 32, kClasses = 1000;
+  const bool bf16 = state.range(1) == 1;
+  BatchMixOp op;
+  op.kind = state.range(0) == 0 ? BatchMixKind::kMixUp : BatchMixKind::kCutMix;
+  op.alpha = 1.0;
+  op.num_classes = kClasses;
+  const size_t n = size_t{kBatch} * 3 * kSide * kSide;
+  std::vector<float> f32(bf16 ? 0 : n, 0.25f);
+  std::vector<uint16_t> b16(bf16 ? n : 0, 0x3E80);
+  std::vector<int64_t> labels(kBatch);
+  for (uint32_t i = 0; i < kBatch; ++i) labels[i] = i * 31 % kClasses;
+  std::vector<float> soft(size_t{kBatch} * kClasses);
+  uint64_t batch = 0;
+  for (auto _ : state) {
+    SampleRng rng = SampleRng::ForSample(1, 0, batch++, 0);
+    const BatchMixParams p = DrawBatchMix({&op, 1}, kSide, kSide, rng);
+    void* images = bf16 ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
+    const Status st =
+        ApplyBatchMix(p, bf16 ? DType::kBFloat16 : DType::kFloat32, Layout::kCHW, kBatch, 3, kSide,
+                      kSide, images, labels, kClasses, {}, soft.data());
+    if (!st.ok()) std::abort();
+    benchmark::DoNotOptimize(images);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch * kSide * kSide);
+  state.SetLabel(std::string(op.kind == BatchMixKind::kMixUp ? "mixup" : "cutmix") +
+                 (bf16 ? "-bf16" : "-f32"));
+}
+BENCHMARK(BM_BatchMix)->ArgsProduct({{0, 1}, {0, 1}});
 
 }  // namespace
 }  // namespace feedline

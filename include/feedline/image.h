@@ -6,8 +6,10 @@
 //   Resize + CenterCrop, with the sample's counter-based rng) -> decode just
 //   that region, at the smallest JPEG DCT scale (1/8 .. 8/8) that still
 //   leaves at least the output resolution -> antialiased resample with PIL's
-//   filters -> horizontal flip -> normalise -> convert (uint8, float32,
-//   float16, bfloat16; CHW or HWC), written straight into the batch slot.
+//   filters -> horizontal flip -> colour and pixel ops -> normalise ->
+//   convert (uint8, float32, float16, bfloat16; CHW or HWC), written
+//   straight into the batch slot -> RandomErasing on that slot.
+// MixUp and CutMix (ApplyBatchMix) act on collated batches.
 //
 // Semantics follow torchvision 0.14 on PIL images (what ImageFolder +
 // transforms users run today): crop boxes, resize sizes and rounding are
@@ -172,6 +174,54 @@ FEEDLINE_EXPORT void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng
 FEEDLINE_EXPORT void ApplyPixelSteps(std::span<const PixelStep> steps, uint32_t width,
                                      uint32_t height, uint8_t* chw);
 
+// RandomErasing with torchvision v2's semantics (transforms.v2.RandomErasing,
+// the same as v1's): applied with probability p after the output
+// conversion, on the values the batch holds (after Normalize), in order.
+// The rectangle follows get_params: up to 10 attempts, each an area
+// uniform in scale * H * W and a log-uniform aspect ratio, h =
+// round(sqrt(area * ratio)), w = round(sqrt(area / ratio)), kept when h < H
+// and w < W, then top and left uniform; no erase when every attempt fails.
+struct FEEDLINE_EXPORT EraseOp {
+  double p = 0.5;
+  std::array<double, 2> scale = {0.02, 0.33};  // 0 <= lo <= hi <= 1
+  std::array<double, 2> ratio = {0.3, 3.3};    // 0 < lo <= hi
+  // value="random": a standard normal draw per erased value (per channel
+  // and pixel); otherwise `value` holds 1 value (all channels) or 3.
+  bool random_value = false;
+  std::vector<float> value = {0.0f};
+};
+
+// A drawn erase: rows [top, top + height), columns [left, left + width).
+struct FEEDLINE_EXPORT EraseRect {
+  bool erase = false;
+  uint32_t top = 0, left = 0, height = 0, width = 0;
+};
+
+// InvalidArgument naming the op for what torchvision refuses (p outside
+// [0, 1], scale outside [0, 1], ratio not positive, a value list of another
+// length than 1 or `channels`) and, for a uint8 output (where torchvision
+// casts the value to uint8), value="random" or values outside [0, 255].
+FEEDLINE_EXPORT Status CheckEraseOps(std::span<const EraseOp> ops, DType dtype,
+                                     uint32_t channels = 3);
+
+// Draws p, then the rectangle (get_params), from `rng`.
+FEEDLINE_EXPORT EraseRect DrawErase(const EraseOp& op, uint32_t height, uint32_t width,
+                                    SampleRng& rng);
+
+// The values written into the rectangle: `channels` values for a constant,
+// channels * r.height * r.width (CHW order) standard normal draws from `rng`
+// for value="random". Replaces `*values`.
+FEEDLINE_EXPORT void DrawEraseValues(const EraseOp& op, const EraseRect& r, uint32_t channels,
+                                     SampleRng& rng, std::vector<float>* values);
+
+// Writes `values` (from DrawEraseValues; per_pixel for value="random") into
+// rectangle `r` of one image of channels x height x width in `layout`
+// (kHWC: channels innermost) and `dtype` (floats rounded to nearest even
+// for float16/bfloat16, truncated for uint8, as torch's assignment).
+FEEDLINE_EXPORT void ApplyErase(const EraseRect& r, std::span<const float> values, bool per_pixel,
+                                DType dtype, Layout layout, uint32_t channels, uint32_t height,
+                                uint32_t width, void* image);
+
 struct FEEDLINE_EXPORT ImageTransform {
   CropMode crop = CropMode::kRandomResized;
   uint32_t height = 224;  // output size
@@ -183,6 +233,8 @@ struct FEEDLINE_EXPORT ImageTransform {
   Interpolation interpolation = Interpolation::kBilinear;
   // Colour and pixel ops, in order, on the resampled 8-bit pixels.
   std::vector<PixelOp> pixel_ops;
+  // RandomErasing ops, in order, on the converted output (after normalise).
+  std::vector<EraseOp> erase_ops;
 
   // Output values. With normalize: (v / 255 - mean) / std; without: v / 255
   // for float types. uint8 output is the resampled pixel itself.
@@ -242,6 +294,55 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeImageOp(ImageTransform t,
 // ops' parameters; InvalidArgument without it when t.pixel_ops is not empty.
 FEEDLINE_EXPORT Status TransformImage(std::span<const uint8_t> bytes, const ImageTransform& t,
                                       const CropBox& box, void* out, SampleRng* rng = nullptr);
+
+// MixUp and CutMix on collated batches, with torchvision.transforms.v2's
+// semantics: lam ~ Beta(alpha, alpha) per batch, the partner of sample i is
+// sample i - 1 (batch.roll(1, 0)), labels become one-hot float rows mixed
+// by lam. MixUp blends the images by lam; CutMix pastes the partner's box
+// (centre uniform over W x H, half sides int(0.5 * sqrt(1 - lam) * W) and
+// ... * H, clamped to the image) and mixes the labels by 1 - box area /
+// image area. The arithmetic is torch's in float32 (half types round after
+// each product and after the sum), so outputs equal v2's to the bit.
+enum class BatchMixKind { kMixUp, kCutMix };
+struct FEEDLINE_EXPORT BatchMixOp {
+  BatchMixKind kind = BatchMixKind::kMixUp;
+  double alpha = 1.0;        // > 0
+  uint32_t num_classes = 0;  // >= 1
+  double weight = 1.0;       // RandomChoice's p for this op (relative; > 0)
+};
+
+// What DrawBatchMix chose for one batch.
+struct FEEDLINE_EXPORT BatchMixParams {
+  BatchMixKind kind = BatchMixKind::kMixUp;
+  double lam = 1.0;                         // the Beta draw
+  double label_lam = 1.0;                   // MixUp: lam; CutMix: 1 - box area / image area
+  uint32_t x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // CutMix box, [x1, x2) x [y1, y2)
+};
+
+// InvalidArgument naming the op: no ops, alpha <= 0 (or not finite),
+// num_classes < 1, ops with different num_classes, weight <= 0.
+FEEDLINE_EXPORT Status CheckBatchMix(std::span<const BatchMixOp> choices);
+
+// One op of `choices` (torchvision RandomChoice: by weight), then its
+// parameters for images of height x width, from `rng`.
+FEEDLINE_EXPORT BatchMixParams DrawBatchMix(std::span<const BatchMixOp> choices, uint32_t height,
+                                            uint32_t width, SampleRng& rng);
+
+// A Beta(a, b) draw (two Marsaglia-Tsang gammas, in logs so that small
+// shapes keep their precision), for DrawBatchMix and its tests.
+FEEDLINE_EXPORT double SampleBeta(double a, double b, SampleRng& rng);
+
+// Applies `p` in place to `n` images of channels x height x width in
+// `layout` and `dtype` (float32, float16, bfloat16; uint8 for CutMix only,
+// as torch cannot blend uint8 in place) at `images`, and writes the soft
+// labels (n x num_classes float32) to `soft_labels`. InvalidArgument for a
+// label outside [0, num_classes), naming its position in the batch and, when
+// `sample_ids` is not empty, the sample id; nothing is written then.
+FEEDLINE_EXPORT Status ApplyBatchMix(const BatchMixParams& p, DType dtype, Layout layout,
+                                     uint32_t n, uint32_t channels, uint32_t height, uint32_t width,
+                                     void* images, std::span<const int64_t> labels,
+                                     uint32_t num_classes, std::span<const uint64_t> sample_ids,
+                                     float* soft_labels);
 
 // Lossless JPEG rewrite for packing (`feedline pack --restart-interval`):
 // the DCT coefficients are kept, a restart marker is written every

@@ -331,6 +331,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("hflip_prob", &ImageTransform::hflip_prob)
       .def_readwrite("interpolation", &ImageTransform::interpolation)
       .def_readwrite("pixel_ops", &ImageTransform::pixel_ops)
+      .def_readwrite("erase_ops", &ImageTransform::erase_ops)
       .def_readwrite("normalize", &ImageTransform::normalize)
       .def_readwrite("mean", &ImageTransform::mean)
       .def_readwrite("std", &ImageTransform::std)

@@ -1,5 +1,7 @@
-// Binds the colour and pixel ops (PixelOp, PixelStep) and runs them on one
-// image outside a loader, for feedline.transforms' callable ops and tests.
+// Binds the colour and pixel ops (PixelOp, PixelStep), RandomErasing
+// (EraseOp) and the batch mixes (BatchMixOp: MixUp, CutMix), and runs them
+// outside a loader, for feedline.transforms' callable ops, the loader's
+// batch_transform (python/feedline/_batch.py) and tests.
 // Conversion only: the kernels are color_ops.cc's.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "feedline/image.h"
+#include "feedline/status.h"
 #include "python/bindings/errors.h"
 
 namespace py = pybind11;
@@ -54,9 +57,209 @@ std::vector<PixelStep> Draw(const std::vector<PixelOp>& ops, uint64_t seed, uint
   return steps;
 }
 
+// The batch mixes' stream: SampleRng(seed, epoch, stream id, this op
+// index). Distinct from every sample op's index (they count from 0), so a
+// batch's draws never coincide with a sample's.
+constexpr uint32_t kBatchMixOpIndex = 0xB47C0000u;
+
+size_t ItemSize(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt8: return 1;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat32: return 4;
+    default: return 0;
+  }
+}
+
+// A writable C-contiguous array of images (..., C, H, W) or (..., H, W, C)
+// holding `dtype` (bfloat16 travels as int16): (images, C, H, W).
+struct Images {
+  void* data = nullptr;
+  uint32_t count = 1, channels = 0, height = 0, width = 0;
+};
+Images ViewImages(py::array& a, DType dtype, Layout layout, py::ssize_t min_ndim, const char* who) {
+  if (!(a.flags() & py::array::c_style) || !a.writeable()) {
+    ThrowIfError(
+        InvalidArgumentError(std::string(who) + ": images must be a writable C-contiguous array"));
+  }
+  if (ItemSize(dtype) == 0 || static_cast<size_t>(a.itemsize()) != ItemSize(dtype)) {
+    ThrowIfError(InvalidArgumentError(std::string(who) + ": images of dtype " +
+                                      std::string(DTypeName(dtype)) + " are not supported"));
+  }
+  if (a.ndim() < min_ndim) {
+    ThrowIfError(InvalidArgumentError(std::string(who) + ": expected images with at least " +
+                                      std::to_string(min_ndim) + " dimensions, got " +
+                                      std::to_string(a.ndim())));
+  }
+  Images v;
+  const py::ssize_t d = a.ndim();
+  const bool chw = layout == Layout::kCHW;
+  v.channels = static_cast<uint32_t>(a.shape(chw ? d - 3 : d - 1));
+  v.height = static_cast<uint32_t>(a.shape(chw ? d - 2 : d - 3));
+  v.width = static_cast<uint32_t>(a.shape(chw ? d - 1 : d - 2));
+  for (py::ssize_t i = 0; i + 3 < d; ++i) v.count *= static_cast<uint32_t>(a.shape(i));
+  v.data = a.mutable_data();
+  return v;
+}
+
+void RegisterAugmentOps(py::module_& m) {
+  py::class_<EraseOp>(m, "EraseOp")
+      .def(py::init<>())
+      .def_readwrite("p", &EraseOp::p)
+      .def_readwrite("scale", &EraseOp::scale)
+      .def_readwrite("ratio", &EraseOp::ratio)
+      .def_readwrite("random_value", &EraseOp::random_value)
+      .def_readwrite("value", &EraseOp::value);
+  py::class_<EraseRect>(m, "EraseRect")
+      .def_readonly("erase", &EraseRect::erase)
+      .def_readonly("top", &EraseRect::top)
+      .def_readonly("left", &EraseRect::left)
+      .def_readonly("height", &EraseRect::height)
+      .def_readonly("width", &EraseRect::width);
+  m.def(
+      "check_erase_ops",
+      [](const std::vector<EraseOp>& ops, DType dtype, uint32_t channels) {
+        ThrowIfError(CheckEraseOps(ops, dtype, channels));
+      },
+      py::arg("ops"), py::arg("dtype"), py::arg("channels") = 3);
+  // The rectangle `op` draws for stream (seed, epoch, sample_id), for statistical tests.
+  m.def(
+      "draw_erase",
+      [](const EraseOp& op, uint32_t height, uint32_t width, uint64_t seed, uint64_t epoch,
+         uint64_t sample_id) {
+        SampleRng rng = SampleRng::ForSample(seed, epoch, sample_id, 0);
+        return DrawErase(op, height, width, rng);
+      },
+      py::arg("op"), py::arg("height"), py::arg("width"), py::arg("seed"), py::arg("epoch") = 0,
+      py::arg("sample_id") = 0);
+  // Erases `images` ((..., C, H, W) or channels last) in place with one
+  // draw for all of them (torchvision draws once per call); the rectangle.
+  m.def(
+      "apply_erase",
+      [](const EraseOp& op, py::array images, DType dtype, Layout layout, uint64_t seed) {
+        Images v = ViewImages(images, dtype, layout, 3, "RandomErasing");
+        ThrowIfError(CheckEraseOps({&op, 1}, dtype, v.channels));
+        SampleRng rng = SampleRng::ForSample(seed, 0, 0, 0);
+        const EraseRect r = DrawErase(op, v.height, v.width, rng);
+        if (!r.erase) return r;
+        std::vector<float> values;
+        DrawEraseValues(op, r, v.channels, rng, &values);
+        const size_t bytes = size_t{v.channels} * v.height * v.width * ItemSize(dtype);
+        py::gil_scoped_release release;
+        for (uint32_t i = 0; i < v.count; ++i) {
+          ApplyErase(r, values, op.random_value, dtype, layout, v.channels, v.height, v.width,
+                     static_cast<uint8_t*>(v.data) + i * bytes);
+        }
+        return r;
+      },
+      py::arg("op"), py::arg("images"), py::arg("dtype"), py::arg("layout"), py::arg("seed"));
+  // One rectangle with given values, for the exact comparison with F.erase.
+  m.def(
+      "erase_rect",
+      [](py::array images, DType dtype, Layout layout, uint32_t top, uint32_t left, uint32_t height,
+         uint32_t width, const std::vector<float>& values, bool per_pixel) {
+        Images v = ViewImages(images, dtype, layout, 3, "erase");
+        if (top + height > v.height || left + width > v.width ||
+            values.size() != (per_pixel ? size_t{v.channels} * height * width : v.channels)) {
+          ThrowIfError(InvalidArgumentError("erase: rectangle outside the image or wrong values"));
+        }
+        EraseRect r{true, top, left, height, width};
+        const size_t bytes = size_t{v.channels} * v.height * v.width * ItemSize(dtype);
+        for (uint32_t i = 0; i < v.count; ++i) {
+          ApplyErase(r, values, per_pixel, dtype, layout, v.channels, v.height, v.width,
+                     static_cast<uint8_t*>(v.data) + i * bytes);
+        }
+      },
+      py::arg("images"), py::arg("dtype"), py::arg("layout"), py::arg("top"), py::arg("left"),
+      py::arg("height"), py::arg("width"), py::arg("values"), py::arg("per_pixel") = false);
+
+  py::enum_<BatchMixKind>(m, "BatchMixKind")
+      .value("MIXUP", BatchMixKind::kMixUp)
+      .value("CUTMIX", BatchMixKind::kCutMix);
+  py::class_<BatchMixOp>(m, "BatchMixOp")
+      .def(py::init<>())
+      .def_readwrite("kind", &BatchMixOp::kind)
+      .def_readwrite("alpha", &BatchMixOp::alpha)
+      .def_readwrite("num_classes", &BatchMixOp::num_classes)
+      .def_readwrite("weight", &BatchMixOp::weight);
+  py::class_<BatchMixParams>(m, "BatchMixParams")
+      .def(py::init<>())
+      .def_readwrite("kind", &BatchMixParams::kind)
+      .def_readwrite("lam", &BatchMixParams::lam)
+      .def_readwrite("label_lam", &BatchMixParams::label_lam)
+      .def_readwrite("x1", &BatchMixParams::x1)
+      .def_readwrite("y1", &BatchMixParams::y1)
+      .def_readwrite("x2", &BatchMixParams::x2)
+      .def_readwrite("y2", &BatchMixParams::y2);
+  m.def(
+      "check_batch_mix",
+      [](const std::vector<BatchMixOp>& ops) { ThrowIfError(CheckBatchMix(ops)); },
+      py::arg("choices"));
+  // The parameters of batch `stream_id` (the loader: index * world_size + rank).
+  m.def(
+      "draw_batch_mix",
+      [](const std::vector<BatchMixOp>& ops, uint32_t height, uint32_t width, uint64_t seed,
+         uint64_t epoch, uint64_t stream_id) {
+        ThrowIfError(CheckBatchMix(ops));
+        SampleRng rng = SampleRng::ForSample(seed, epoch, stream_id, kBatchMixOpIndex);
+        return DrawBatchMix(ops, height, width, rng);
+      },
+      py::arg("choices"), py::arg("height"), py::arg("width"), py::arg("seed"),
+      py::arg("epoch") = 0, py::arg("stream_id") = 0);
+  m.def(
+      "sample_beta",
+      [](double a, double b, uint64_t seed, uint64_t count) {
+        py::array_t<double> out(static_cast<py::ssize_t>(count));
+        SampleRng rng = SampleRng::ForSample(seed, 0, 0, kBatchMixOpIndex);
+        for (uint64_t i = 0; i < count; ++i) out.mutable_data()[i] = SampleBeta(a, b, rng);
+        return out;
+      },
+      py::arg("a"), py::arg("b"), py::arg("seed"), py::arg("count"));
+  // Mixes `images` (N, C, H, W) or (N, H, W, C) in place; returns the
+  // (N, num_classes) float32 soft labels.
+  m.def(
+      "apply_batch_mix",
+      [](const BatchMixParams& p, py::array images, DType dtype, Layout layout,
+         const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& labels,
+         uint32_t num_classes, const std::vector<uint64_t>& sample_ids) {
+        const char* who = p.kind == BatchMixKind::kMixUp ? "MixUp" : "CutMix";
+        Images v = ViewImages(images, dtype, layout, 4, who);
+        if (images.ndim() != 4) {
+          ThrowIfError(InvalidArgumentError(std::string(who) +
+                                            ": expected a batch of 4 "
+                                            "dimensions, got " +
+                                            std::to_string(images.ndim())));
+        }
+        if (labels.ndim() != 1) {
+          ThrowIfError(InvalidArgumentError(std::string(who) +
+                                            ": labels should be of shape (batch_size,), got " +
+                                            std::to_string(labels.ndim()) + " dimensions"));
+        }
+        if (num_classes < 1) {
+          ThrowIfError(InvalidArgumentError(std::string(who) + ": num_classes must be >= 1"));
+        }
+        py::array_t<float> soft(
+            {static_cast<py::ssize_t>(v.count), static_cast<py::ssize_t>(num_classes)});
+        std::span<const int64_t> l(labels.data(), static_cast<size_t>(labels.size()));
+        float* out = soft.mutable_data();
+        Status st;
+        {
+          py::gil_scoped_release release;
+          st = ApplyBatchMix(p, dtype, layout, v.count, v.channels, v.height, v.width, v.data, l,
+                             num_classes, sample_ids, out);
+        }
+        ThrowIfError(st);
+        return soft;
+      },
+      py::arg("params"), py::arg("images"), py::arg("dtype"), py::arg("layout"), py::arg("labels"),
+      py::arg("num_classes"), py::arg("sample_ids") = std::vector<uint64_t>{});
+}
+
 }  // namespace
 
 void RegisterPixelOps(py::module_& m) {
+  RegisterAugmentOps(m);
   py::enum_<PixelOpKind>(m, "PixelOpKind")
       .value("COLOR_JITTER", PixelOpKind::kColorJitter)
       .value("GRAYSCALE", PixelOpKind::kGrayscale)

@@ -99,6 +99,68 @@ def apply_pixel_steps(steps: List[PixelStep], image: Any) -> Any:
 def apply_pixel_ops(ops: List[PixelOp], image: Any, seed: int) -> Any:
     """`ops` with parameters drawn from `seed`, on one (3, H, W) uint8 image."""
 
+class EraseOp:
+    """RandomErasing as written (its rectangle still to draw)."""
+    p: float
+    scale: List[float]
+    ratio: List[float]
+    random_value: bool
+    value: List[float]
+    def __init__(self) -> None: ...
+
+class EraseRect:
+    """A drawn erase: rows [top, top + height), columns [left, left + width)."""
+    @property
+    def erase(self) -> bool: ...
+    @property
+    def top(self) -> int: ...
+    @property
+    def left(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+
+def check_erase_ops(ops: List[EraseOp], dtype: DType, channels: int = ...) -> None: ...
+def draw_erase(op: EraseOp, height: int, width: int, seed: int, epoch: int = ...,
+               sample_id: int = ...) -> EraseRect: ...
+def apply_erase(op: EraseOp, images: Any, dtype: DType, layout: Layout, seed: int) -> EraseRect:
+    """Erases a writable array of images in place, one draw for all of them."""
+def erase_rect(images: Any, dtype: DType, layout: Layout, top: int, left: int, height: int, width: int,
+               values: List[float], per_pixel: bool = ...) -> None: ...
+
+class BatchMixKind:
+    MIXUP: BatchMixKind
+    CUTMIX: BatchMixKind
+
+class BatchMixOp:
+    """MixUp or CutMix as written; weight is RandomChoice's p."""
+    kind: BatchMixKind
+    alpha: float
+    num_classes: int
+    weight: float
+    def __init__(self) -> None: ...
+
+class BatchMixParams:
+    """What one batch drew: the op, lam, the label lam and the CutMix box."""
+    kind: BatchMixKind
+    lam: float
+    label_lam: float
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+    def __init__(self) -> None: ...
+
+def check_batch_mix(choices: List[BatchMixOp]) -> None: ...
+def draw_batch_mix(choices: List[BatchMixOp], height: int, width: int, seed: int, epoch: int = ...,
+                   stream_id: int = ...) -> BatchMixParams: ...
+def sample_beta(a: float, b: float, seed: int, count: int) -> Any:
+    """`count` Beta(a, b) draws (float64 numpy array) from one stream."""
+def apply_batch_mix(params: BatchMixParams, images: Any, dtype: DType, layout: Layout, labels: Any,
+                    num_classes: int, sample_ids: List[int] = ...) -> Any:
+    """Mixes a writable (N, C, H, W) or (N, H, W, C) array in place; the (N, num_classes) soft labels."""
+
 class ImageTransform:
     crop: CropMode
     height: int
@@ -109,6 +171,7 @@ class ImageTransform:
     hflip_prob: float
     interpolation: Interpolation
     pixel_ops: List[PixelOp]
+    erase_ops: List[EraseOp]
     normalize: bool
     mean: List[float]
     std: List[float]

@@ -24,6 +24,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 
 from . import _C
+from ._batch import RandomErasing as _FeedlineErasing
+from ._batch import erase_from_torchvision, make_erase
 from ._pixel import PIXEL_CLASSES, PixelTransform, from_torchvision_member, make_op
 
 _FLOAT_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
@@ -140,6 +142,8 @@ class _State:
         self.std: List[float] = [1.0, 1.0, 1.0]
         self.pixel_ops: List[dict] = []  # PixelOp fields (_pixel.py), in order
         self.pixel_pos = ""
+        self.erase_ops: List[dict] = []  # EraseOp fields (_batch.py), in order
+        self.erase_pos = ""
 
 
 def _geometry_checks(st: _State, m: Any, name: str) -> List[str]:
@@ -165,6 +169,11 @@ def _geometry_checks(st: _State, m: Any, name: str) -> List[str]:
 def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
     """Updates `st` with member m; returns (reasons it is not native, the native stage it became)."""
     name, _version = _tv_name(m)
+    if isinstance(m, _FeedlineErasing) or name == "RandomErasing":
+        return _erase_member(st, pos, m)
+    if st.erase_ops:
+        return [f"{name or type(m).__name__} after RandomErasing (at {st.erase_pos}): the native erase runs on "
+                "the final output; not native; move RandomErasing to the end (after Normalize)"], ""
     if isinstance(m, PixelTransform) or name in PIXEL_CLASSES:
         return _pixel_member(st, pos, m, name or type(m).__name__)
     if name is None:
@@ -291,6 +300,24 @@ def _pixel_member(st: _State, pos: str, m: Any, name: str) -> Tuple[List[str], s
     st.pixel_ops.append(fields)
     st.pixel_pos = st.pixel_pos or pos
     return [], f"pixel op {name} (uint8, fused after the resample)"
+
+
+def _erase_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
+    """RandomErasing: native on the converted output (after Normalize),
+    with torchvision's get_params and its value semantics."""
+    try:
+        fields = dict(m.fields) if isinstance(m, _FeedlineErasing) else erase_from_torchvision(m)
+    except (TypeError, ValueError) as e:
+        return [str(e)], ""
+    if st.tensor is None:
+        return ["RandomErasing on a PIL image: torchvision needs a tensor here (add ToImage/ToTensor first)"], ""
+    try:
+        _C.check_erase_ops([make_erase(fields)], _C.DType.uint8 if st.tensor == "uint8" else _C.DType.float32)
+    except ValueError as e:
+        return [str(e)], ""
+    st.erase_ops.append(fields)
+    st.erase_pos = st.erase_pos or pos
+    return [], "random erasing (on the output, after normalisation)"
 
 
 _PREFIX_MEMBERS = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip") + PIXEL_CLASSES
@@ -459,6 +486,7 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
     t.dtype = st.dtype
     t.layout = _C.Layout.CHW
     t.normalize = st.normalize
+    t.erase_ops = [make_erase(f) for f in st.erase_ops]
     if st.normalize:
         t.mean, t.std = st.mean, st.std
     t.dct_scaling = not exact

@@ -24,7 +24,7 @@ from typing import (
 import numpy as np
 import torch
 
-from . import _C, _fields, _pyops
+from . import _C, _batch, _fields, _pyops
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
@@ -124,6 +124,12 @@ class Loader:
         batch_map: fn(batch) -> anything, on each collated batch (the
             dict, or the (images, labels) pair), on a background thread
             feeding the loop through a queue of one batch.
+        batch_transform: MixUp or CutMix (torchvision.transforms.v2's or
+            feedline.transforms'), or a RandomChoice of them: run natively
+            on each batch before it is handed out (before batch_map and the
+            device copy); labels become (batch, num_classes) float32 soft
+            labels. Its parameters come from (seed, epoch, rank, batch
+            index), so they survive resumes (docs/augmentations.md).
         fields: samples with several named fields (docs/fields.md), e.g.
             {"image": "jpg;png", "label": "cls", "caption": "txt", "meta":
             "json", "depth": "npy"}: each value lists the parts of a sample
@@ -204,7 +210,7 @@ class Loader:
                  max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, strict: bool = False,
                  fields: Optional[Mapping[str, _fields.FieldValue]] = None, collate: str = "stack",
                  map: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
-                 batch_map: Optional[Callable[[Any], Any]] = None,
+                 batch_map: Optional[Callable[[Any], Any]] = None, batch_transform: Optional[Any] = None,
                  _raw_max_bytes: int = 0, _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
@@ -324,6 +330,15 @@ class Loader:
             if self._feeder is not None:
                 raise ValueError("batch_map with device= is not supported: move the tensors in batch_map itself")
         self._batch_map = batch_map
+        self._mixer: Optional[_batch.LoaderMixer] = None
+        if batch_transform is not None:
+            if self.fields is not None or _raw_max_bytes > 0 or _pipeline is not None:
+                raise ValueError("batch_transform needs an (images, labels) loader (not fields=, RecordLoader "
+                                 "or TokenLoader)")
+            chain = self.transform_source is not None and self.transform_source.chain is not None
+            # A split Compose's layout is its Python members' (read from the batch's shape).
+            self._mixer = _batch.LoaderMixer(batch_transform, seed, rank, world_size,
+                                             None if chain else self.transform.layout)
         self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
         self._batch_map_state: Optional[bytes] = None
         # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
@@ -500,6 +515,8 @@ class Loader:
             self._mid_epoch = True
             fields = {name: (a if dt == "bytes" else _tensor(a, dt))
                       for name, a, dt in zip(d["names"], d["fields"], d["dtypes"])}
+            if self._mixer is not None:
+                fields = self._mixer(fields, d["epoch"], d["index"], d["sample_ids"])
             batch = Batch(fields, d["sample_ids"], d["epoch"], d["index"], d["num_padding"], d["skipped"])
             self._last_index = batch.index
             buffer = d["buffer"]

@@ -5,8 +5,12 @@ sample in one fused pass: decode (only the crop, at reduced JPEG DCT scale
 when the crop allows) -> crop -> antialiased resize (Pillow's filters) ->
 horizontal flip -> colour and pixel ops on the 8-bit pixels (ColorJitter,
 GaussianBlur, ...; with_pixel_ops) -> normalise -> convert to the output
-dtype and layout. The pixel ops are also callable on one uint8 (3, H, W)
-tensor: ColorJitter(brightness=(1.3, 1.3))(img).
+dtype and layout -> RandomErasing on the output (with_random_erasing). The
+pixel ops are also callable on one uint8 (3, H, W) tensor:
+ColorJitter(brightness=(1.3, 1.3))(img); RandomErasing on a float tensor.
+
+MixUp, CutMix and RandomChoice([MixUp, CutMix]) act on collated batches:
+Loader(batch_transform=...) or called on (images, labels).
 
 from_torchvision(compose) translates a torchvision Compose (v1 or v2) into
 the same kind of description (docs/python.md, "torchvision transforms").
@@ -18,6 +22,7 @@ from typing import Any, Sequence
 import torch
 
 from . import _C
+from ._batch import CutMix, MixUp, RandomChoice, RandomErasing
 from ._pixel import (
     ColorJitter,
     GaussianBlur,
@@ -37,7 +42,8 @@ __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "image
            "translate", "Translation", "UnsupportedMember", "UnsupportedTransformError", "IMAGENET_MEAN",
            "IMAGENET_STD", "PixelTransform", "ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert",
            "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "GaussianBlur", "with_pixel_ops"]
+           "GaussianBlur", "with_pixel_ops", "RandomErasing", "with_random_erasing", "MixUp", "CutMix",
+           "RandomChoice"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -103,4 +109,16 @@ def with_pixel_ops(t: _C.ImageTransform, *ops: PixelTransform) -> _C.ImageTransf
             raise TypeError(f"with_pixel_ops takes feedline.transforms pixel ops, got {type(op).__name__}")
     t.pixel_ops = list(t.pixel_ops) + [op.op() for op in ops]
     _C.check_pixel_ops(t.pixel_ops)
+    return t
+
+
+def with_random_erasing(t: _C.ImageTransform, *ops: RandomErasing) -> _C.ImageTransform:
+    """`t` with RandomErasing ops run, in order, on its output (after
+    normalisation and the dtype conversion), each sample drawing its own
+    rectangle (docs/augmentations.md)."""
+    for op in ops:
+        if not isinstance(op, RandomErasing):
+            raise TypeError(f"with_random_erasing takes feedline.transforms.RandomErasing, got {type(op).__name__}")
+    t.erase_ops = list(t.erase_ops) + [op.op() for op in ops]
+    _C.check_erase_ops(t.erase_ops, t.dtype)
     return t

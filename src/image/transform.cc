@@ -140,10 +140,12 @@ struct ImageState final : OpState {
   std::vector<uint8_t> planes;
   std::vector<PixelStep> steps;
   PixelScratch pixel_scratch;
+  std::vector<float> erase_values;  // RandomErasing's values (noise for value="random")
 
   uint64_t ScratchBytes() const override {
     return jpeg.scratch_bytes() + png.scratch_bytes() + whole.scratch_bytes() +
-           scratch.capacity() * sizeof(float) + planes.capacity() + pixel_scratch.capacity_bytes();
+           scratch.capacity() * sizeof(float) + planes.capacity() + pixel_scratch.capacity_bytes() +
+           erase_values.capacity() * sizeof(float);
   }
   void TrimScratch() override {
     jpeg.TrimScratch();
@@ -152,6 +154,7 @@ struct ImageState final : OpState {
     std::vector<float>().swap(scratch);
     std::vector<uint8_t>().swap(planes);
     pixel_scratch = PixelScratch();
+    std::vector<float>().swap(erase_values);
   }
 };
 
@@ -173,7 +176,19 @@ Status CheckTransform(const ImageTransform& t) {
   for (float s : t.std) {
     if (!(s > 0)) return InvalidArgumentError("normalisation std must be positive");
   }
-  return CheckPixelOps(t.pixel_ops);
+  FEEDLINE_RETURN_IF_ERROR(CheckPixelOps(t.pixel_ops));
+  return CheckEraseOps(t.erase_ops, t.dtype);
+}
+
+// RandomErasing on the converted output in the batch slot, after every
+// other draw of the sample (so adding an erase keeps the crops and colours).
+void EraseOutput(const ImageTransform& t, SampleRng& rng, ImageState& s, void* out) {
+  for (const EraseOp& op : t.erase_ops) {
+    const EraseRect r = DrawErase(op, t.height, t.width, rng);
+    if (!r.erase) continue;
+    DrawEraseValues(op, r, 3, rng, &s.erase_values);
+    ApplyErase(r, s.erase_values, op.random_value, t.dtype, t.layout, 3, t.height, t.width, out);
+  }
 }
 
 // The smallest libjpeg scale M/8 whose decode still gives the box at least
@@ -251,8 +266,12 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   src.stride = size_t{region.width} * 3;
   src.col0 = static_cast<int32_t>(region.x) - static_cast<int32_t>(rx0);
   src.row0 = static_cast<int32_t>(region.y) - static_cast<int32_t>(ry0);
+  if (!t.erase_ops.empty() && rng == nullptr) {
+    return InvalidArgumentError("RandomErasing needs a random generator");
+  }
   if (t.pixel_ops.empty()) {
     Resample(src, s.horizontal, s.vertical, box.flip, MakeOutputFormat(t), &s.scratch, out);
+    if (!t.erase_ops.empty()) EraseOutput(t, *rng, s, out);
     return Status::OK();
   }
   // Pixel ops: resample to 8-bit planes, run the ops, and let their last
@@ -267,6 +286,7 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   DrawPixelSteps(t.pixel_ops, *rng, &s.steps);
   ApplyStepsAndConvert(s.steps, t.width, t.height, s.planes.data(), MakeOutputFormat(t),
                        &s.pixel_scratch, out);
+  if (!t.erase_ops.empty()) EraseOutput(t, *rng, s, out);
   return Status::OK();
 }
 
@@ -300,6 +320,11 @@ class ImageOp final : public SampleOp {
       fp.Add(uint64_t{op.bits}).Add(op.threshold).Add(op.factor);
       fp.Add(uint64_t{op.kernel_width}).Add(uint64_t{op.kernel_height});
       fp.Add(op.sigma[0]).Add(op.sigma[1]);
+    }
+    for (const EraseOp& op : t_.erase_ops) {
+      fp.Add(std::string_view("erase")).Add(op.p).Add(op.scale[0]).Add(op.scale[1]);
+      fp.Add(op.ratio[0]).Add(op.ratio[1]).Add(uint64_t{op.random_value});
+      for (float v : op.value) fp.Add(double{v});
     }
     return fp.value();
   }
