@@ -253,7 +253,7 @@ class PythonChainOp final : public SampleOp {
     SampleRng rng = s.rng();
     const uint64_t seed = rng.NextU64();
     MidSpec mid;
-    const Status st = CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
+    const Status st = c_->chain.workers ? RunInWorker(h, seed, &mid) : CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
       // A view of the pixels: the Python side copies them into its PIL image.
       py::array pixels(
           py::dtype("uint8"),
@@ -279,6 +279,36 @@ class PythonChainOp final : public SampleOp {
   }
 
  private:
+  // The middle in a worker process (python_workers.h): no GIL here; the
+  // thread blocks on the worker's socket only.
+  Status RunInWorker(Handoff& h, uint64_t seed, MidSpec* mid) const {
+    const std::string& op = c_->chain.name;
+    WorkerReply reply;
+    FEEDLINE_RETURN_IF_ERROR(
+        c_->chain.workers->Run(op, h.pixels.data(), h.height, h.width, 3, seed, &reply, &h.mid_bytes));
+    const std::optional<DType> d = DTypeOf(reply.dtype);
+    if (!d) {
+      return InvalidArgumentError(op + " returned a " + reply.dtype +
+                                  " tensor: batches hold uint8, int8, int32, int64, float16, "
+                                  "bfloat16, float32 or float64");
+    }
+    size_t n = DTypeSize(*d);
+    for (int64_t x : reply.shape) n *= static_cast<size_t>(x < 0 ? 0 : x);
+    if (n != h.mid_bytes.size()) {
+      return InternalError(op + ": the worker's output has " + std::to_string(h.mid_bytes.size()) +
+                           " bytes, its shape " + ShapeText(reply.shape) + " needs " +
+                           std::to_string(n));
+    }
+    mid->pil = reply.pil;
+    mid->dtype = *d;
+    mid->shape = std::move(reply.shape);
+    if (c_->probe) {
+      std::lock_guard<std::mutex> lock(PythonOpLock());
+      if (!c_->probe->has_value()) *c_->probe = *mid;
+    }
+    return Status::OK();
+  }
+
   std::shared_ptr<const ChainShared> c_;
 };
 
