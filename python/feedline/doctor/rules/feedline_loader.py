@@ -183,10 +183,11 @@ def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
     pred_workers = None
     if (user or not members) and not in_processes:
         k = max(2, int(round(m.usable)))
-        fixes.append(f"run the Python members in worker processes: feedline.Loader(..., python_workers={k}) "
-                     "(one per usable core; pixels go through shared memory, the batches stay byte-identical; "
+        fixes.append(f"run the Python members in worker processes: feedline.Loader(..., python_workers={k}, "
+                     f"num_threads={max(m.threads, k)}) (one per usable core; pixels go through shared memory, the batches stay byte-identical; "
                      "docs/python_ops.md)")
-        pred_workers = m.rate(python_parallel=True)
+        # The threads wait on the workers' sockets: at least one per worker.
+        pred_workers = m.rate(threads=max(m.threads, k), python_parallel=True)
     if movable:
         fixes.append("feedline runs " + ", ".join(p["torchvision"] for p in movable) + " natively: it is in "
                      "Python only because it comes after a Python member; move it before the first Python member "
