@@ -288,9 +288,9 @@ def main():
         lines.append(f"\npyop/feedline's Python op {o['name']}: {o['items']} calls, GIL held {o['gil_held_s']:.2f} s, "
                      f"waited {o['gil_wait_s']:.2f} s, busy {o['busy_s']:.2f} s (last run).")
     for o in in_procs:
-        lines.append(f"\npyop/feedline-procs's Python op {o['name']}: {o['items']} calls in {o['processes']} worker "
-                     f"processes, run {o['proc_run_s']:.2f} s there, round trips {o['proc_call_s']:.2f} s, waited for a "
-                     f"free worker {o['proc_wait_s']:.2f} s (last run).")
+        lines.append(f"\npyop/feedline-procs's Python op {o['name']}: {o['items']} calls in {o['processes']} "
+                     f"worker processes, run {o['proc_run_s']:.2f} s there, round trips {o['proc_call_s']:.2f} s, "
+                     f"waited for a free worker {o['proc_wait_s']:.2f} s (last run).")
     if wds_error:
         lines += ["", "webdataset could not be installed:", "", "```", wds_error, "```"]
     text = "\n".join(lines) + "\n"

@@ -307,8 +307,8 @@ class PyLoader {
 
   std::vector<std::string> classes_;
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
-  std::shared_ptr<WorkerPool> workers_;  // python_workers=N, else null
-  std::string chain_name_;               // the Compose's Python op, if any
+  std::shared_ptr<WorkerPool> workers_;        // python_workers=N, else null
+  std::string chain_name_;                     // the Compose's Python op, if any
   std::vector<std::pair<size_t, std::shared_ptr<PyOpStats>>>
       python_stats_;  // (op index, GIL times)
   std::unique_ptr<Loader> loader_;

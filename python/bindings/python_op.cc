@@ -253,19 +253,7 @@ class PythonChainOp final : public SampleOp {
     SampleRng rng = s.rng();
     const uint64_t seed = rng.NextU64();
     MidSpec mid;
-    const Status st = c_->chain.workers ? RunInWorker(h, seed, &mid) : CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
-      // A view of the pixels: the Python side copies them into its PIL image.
-      py::array pixels(
-          py::dtype("uint8"),
-          {static_cast<py::ssize_t>(h.height), static_cast<py::ssize_t>(h.width), py::ssize_t{3}},
-          h.pixels.data(), py::none());
-      py::tuple out = c_->chain.run->get()(pixels, seed);
-      mid.pil = out[1].cast<bool>();
-      FEEDLINE_RETURN_IF_ERROR(
-          ReadArray(c_->chain.name, out[0], out[2], &mid.dtype, &mid.shape, &h.mid_bytes));
-      if (c_->probe && !c_->probe->has_value()) *c_->probe = mid;  // under the Python-op lock
-      return Status::OK();
-    });
+    const Status st = c_->chain.workers ? RunInWorker(h, seed, &mid) : RunInProcess(h, seed, &mid);
     if (!st.ok()) return st;
     if (c_->learned && !(mid == *c_->learned)) {
       return InvalidArgumentError(c_->chain.name + " returned a " + mid.ToString() +
@@ -279,13 +267,30 @@ class PythonChainOp final : public SampleOp {
   }
 
  private:
+  // The middle on this thread, under the Python-op lock and the GIL.
+  Status RunInProcess(Handoff& h, uint64_t seed, MidSpec* mid) const {
+    return CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
+      // A view of the pixels: the Python side copies them into its PIL image.
+      py::array pixels(
+          py::dtype("uint8"),
+          {static_cast<py::ssize_t>(h.height), static_cast<py::ssize_t>(h.width), py::ssize_t{3}},
+          h.pixels.data(), py::none());
+      py::tuple out = c_->chain.run->get()(pixels, seed);
+      mid->pil = out[1].cast<bool>();
+      FEEDLINE_RETURN_IF_ERROR(
+          ReadArray(c_->chain.name, out[0], out[2], &mid->dtype, &mid->shape, &h.mid_bytes));
+      if (c_->probe && !c_->probe->has_value()) *c_->probe = *mid;  // under the Python-op lock
+      return Status::OK();
+    });
+  }
+
   // The middle in a worker process (python_workers.h): no GIL here; the
   // thread blocks on the worker's socket only.
   Status RunInWorker(Handoff& h, uint64_t seed, MidSpec* mid) const {
     const std::string& op = c_->chain.name;
     WorkerReply reply;
-    FEEDLINE_RETURN_IF_ERROR(
-        c_->chain.workers->Run(op, h.pixels.data(), h.height, h.width, 3, seed, &reply, &h.mid_bytes));
+    FEEDLINE_RETURN_IF_ERROR(c_->chain.workers->Run(op, h.pixels.data(), h.height, h.width, 3, seed,
+                                                    &reply, &h.mid_bytes));
     const std::optional<DType> d = DTypeOf(reply.dtype);
     if (!d) {
       return InvalidArgumentError(op + " returned a " + reply.dtype +

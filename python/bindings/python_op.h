@@ -120,7 +120,7 @@ MapOp MakeMapOp(std::shared_ptr<PyHandle> fn, std::vector<FieldSpec> in, size_t 
 // and a map= function.
 struct PyRecipe {
   std::optional<ImageChain> chain;
-  std::shared_ptr<PyHandle> map;  // callable(values, seed) -> [(value, dtype name)]
+  std::shared_ptr<PyHandle> map;        // callable(values, seed) -> [(value, dtype name)]
   std::shared_ptr<WorkerPool> workers;  // python_workers=N: the chain's middle runs there
 };
 

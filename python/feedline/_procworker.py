@@ -104,8 +104,8 @@ def _serve(sock: socket.socket, run: Callable[[np.ndarray, int], Tuple[np.ndarra
             in_map = mmap.mmap(in_fd, in_len, prot=mmap.PROT_READ)
         t0 = time.perf_counter_ns()
         try:
-            pixels = np.frombuffer(in_map, np.uint8, nbytes).reshape(h, w, c) if nbytes else \
-                np.zeros((h, w, c), np.uint8)
+            pixels = np.frombuffer(in_map, np.uint8, nbytes).reshape(h, w, c) if nbytes and in_map is not None \
+                else np.zeros((h, w, c), np.uint8)
             array, pil, dtype = run(pixels, seed)
             del pixels  # an export of in_map would keep it from being remapped
             array = np.ascontiguousarray(array)
@@ -147,7 +147,7 @@ class ProcessPool:
         method = start_method or default_start_method()
         if method not in START_METHODS:
             raise ValueError(f"python_workers_start_method must be one of {START_METHODS}, got {method!r}")
-        ctx = multiprocessing.get_context(method)
+        ctx: Any = multiprocessing.get_context(method)
         # Per loader: the memfds' names (/proc/<pid>/fd shows them).
         self.prefix = f"feedline-pyop-{os.getpid()}-{secrets.token_hex(4)}"
         self.start_method = method

@@ -340,9 +340,10 @@ class Loader:
         self.python_workers = _python_workers(python_workers, recipe, map, _pipeline)
         self._python_pool: Optional[_procworker.ProcessPool] = None
         if self.python_workers > 0:
+            chain = recipe.chain
+            assert chain is not None  # _python_workers refused the rest
             # Started before the engine's threads, so that fork copies none of them.
-            self._python_pool = _procworker.ProcessPool(recipe.chain.run, self.python_workers,
-                                                        python_workers_start_method)
+            self._python_pool = _procworker.ProcessPool(chain.run, self.python_workers, python_workers_start_method)
             recipe.workers = self._python_pool.cpp
         # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
         try:

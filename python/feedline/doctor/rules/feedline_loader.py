@@ -184,8 +184,8 @@ def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
     if (user or not members) and not in_processes:
         k = max(2, int(round(m.usable)))
         fixes.append(f"run the Python members in worker processes: feedline.Loader(..., python_workers={k}, "
-                     f"num_threads={max(m.threads, k)}) (one per usable core; pixels go through shared memory, the batches stay byte-identical; "
-                     "docs/python_ops.md)")
+                     f"num_threads={max(m.threads, k)}) (one per usable core; pixels go through shared memory, "
+                     "the batches stay byte-identical; docs/python_ops.md)")
         # The threads wait on the workers' sockets: at least one per worker.
         pred_workers = m.rate(threads=max(m.threads, k), python_parallel=True)
     if movable:
