@@ -152,10 +152,12 @@ class ProcessPool:
         self.prefix = f"feedline-pyop-{os.getpid()}-{secrets.token_hex(4)}"
         self.start_method = method
         self.processes: List[Any] = []
+        self._pids: List[int] = []
         self.cpp: Optional[_C.WorkerPool] = None
         self._socks: List[socket.socket] = []
         self._fds: List[int] = []
         self._closed = False
+        self.exitcodes: List[Optional[int]] = []  # after close(): 0 for a worker that exited at EOF
         try:
             for i in range(num_workers):
                 parent, child = socket.socketpair()
@@ -164,7 +166,9 @@ class ProcessPool:
                 self._fds.append(in_fd)
                 out_fd = os.memfd_create(f"{self.prefix}-w{i}-out", os.MFD_CLOEXEC)
                 self._fds.append(out_fd)
-                inherited = [s.fileno() for s in self._socks[:-1]] + self._fds if method == "fork" else []
+                # fork: the parent's ends (its own too: while the child holds
+                # a copy, it would never see EOF) and the other memfds.
+                inherited = [s.fileno() for s in self._socks] + self._fds if method == "fork" else []
                 p = ctx.Process(target=_serve, args=(child, run, inherited), name=f"{self.prefix}-w{i}", daemon=True)
                 try:
                     p.start()
@@ -176,6 +180,7 @@ class ProcessPool:
                 finally:
                     child.close()
                 self.processes.append(p)
+                self._pids.append(p.pid)
                 socket.send_fds(parent, [b"F"], [in_fd, out_fd])
             deadline = time.monotonic() + start_timeout
             for p, s in zip(self.processes, self._socks):
@@ -202,7 +207,7 @@ class ProcessPool:
 
     @property
     def pids(self) -> List[int]:
-        return [p.pid for p in self.processes]
+        return list(self._pids)
 
     def dead(self) -> Optional[str]:
         """Why the pool cannot go on (a worker died), or None."""
@@ -236,6 +241,7 @@ class ProcessPool:
             if p.is_alive():
                 p.kill()
                 p.join(5.0)
+            self.exitcodes.append(p.exitcode)
             if p.exitcode is not None:
                 p.close()
 
