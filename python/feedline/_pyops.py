@@ -86,7 +86,7 @@ class ChainRunner:
 
     def __call__(self, pixels: np.ndarray, seed: int) -> Tuple[np.ndarray, bool, str]:
         from PIL import Image
-        x: Any = Image.fromarray(np.array(pixels), "RGB")  # a copy: the pixels are the worker's
+        x: Any = Image.fromarray(np.array(pixels))  # RGB (h, w, 3 uint8); a copy: the pixels are the worker's
         with seeded(seed):
             for pos, text, fn in self.members:
                 try:
