@@ -253,7 +253,8 @@ class PythonChainOp final : public SampleOp {
     SampleRng rng = s.rng();
     const uint64_t seed = rng.NextU64();
     MidSpec mid;
-    const Status st = c_->chain.workers ? RunInWorker(h, seed, &mid) : RunInProcess(h, seed, &mid);
+    const Status st =
+        c_->chain.workers ? RunInWorker(s, h, seed, &mid) : RunInProcess(h, seed, &mid);
     if (!st.ok()) return st;
     if (c_->learned && !(mid == *c_->learned)) {
       return InvalidArgumentError(c_->chain.name + " returned a " + mid.ToString() +
@@ -286,11 +287,12 @@ class PythonChainOp final : public SampleOp {
 
   // The middle in a worker process (python_workers.h): no GIL here; the
   // thread blocks on the worker's socket only.
-  Status RunInWorker(Handoff& h, uint64_t seed, MidSpec* mid) const {
+  Status RunInWorker(const Sample& s, Handoff& h, uint64_t seed, MidSpec* mid) const {
     const std::string& op = c_->chain.name;
     WorkerReply reply;
-    FEEDLINE_RETURN_IF_ERROR(c_->chain.workers->Run(op, h.pixels.data(), h.height, h.width, 3, seed,
-                                                    &reply, &h.mid_bytes));
+    FEEDLINE_RETURN_IF_ERROR(c_->chain.workers->Run(
+        op, h.pixels.data(), h.height, h.width, 3, seed, [&s] { return s.cancelled(); }, &reply,
+        &h.mid_bytes));
     const std::optional<DType> d = DTypeOf(reply.dtype);
     if (!d) {
       return InvalidArgumentError(op + " returned a " + reply.dtype +

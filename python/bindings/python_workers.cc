@@ -76,7 +76,9 @@ void WorkerPool::Close() {
   if (closed_) return;
   // Calls in flight see shutdown_ at their next poll slice and give their
   // worker back.
-  while (free_.size() < workers_.size()) cv_.wait_for(lock, std::chrono::milliseconds(kPollMs));
+  while (free_.size() + abandoned_ < workers_.size()) {
+    cv_.wait_for(lock, std::chrono::milliseconds(kPollMs));
+  }
   closed_ = true;
   for (Slot& s : workers_) {
     if (s.in_map != nullptr) munmap(s.in_map, s.in_len);
@@ -145,7 +147,7 @@ Status WorkerPool::WriteExact(Slot& s, const void* src, size_t n) {
   return Status::OK();
 }
 
-Status WorkerPool::ReadExact(Slot& s, void* dst, size_t n) {
+Status WorkerPool::ReadExact(Slot& s, void* dst, size_t n, const std::function<bool()>& cancelled) {
   auto* p = static_cast<uint8_t*>(dst);
   while (n > 0) {
     pollfd pfd{s.w.sock, POLLIN, 0};
@@ -153,6 +155,12 @@ Status WorkerPool::ReadExact(Slot& s, void* dst, size_t n) {
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) {
       if (shutdown_.load()) return CancelledError("the loader is closing");
+      if (cancelled && cancelled()) {
+        // The worker is still running this sample: its reply would be read
+        // as the next sample's, so it is not used again.
+        s.abandoned = true;
+        return CancelledError("the loader was cancelled while a Python-op worker ran the sample");
+      }
       continue;
     }
     const ssize_t k = recv(s.w.sock, p, n, 0);
@@ -166,14 +174,17 @@ Status WorkerPool::ReadExact(Slot& s, void* dst, size_t n) {
 }
 
 Status WorkerPool::Run(const std::string& op, const uint8_t* pixels, uint32_t h, uint32_t w,
-                       uint32_t c, uint64_t seed, WorkerReply* reply, std::vector<uint8_t>* out) {
+                       uint32_t c, uint64_t seed, const std::function<bool()>& cancelled,
+                       WorkerReply* reply, std::vector<uint8_t>* out) {
   const int64_t t0 = core::NowNs();
   size_t index = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       if (!broken_.ok()) return broken_;
-      if (shutdown_.load()) return CancelledError("the loader is closing");
+      if (shutdown_.load() || (cancelled && cancelled())) {
+        return CancelledError("the loader is closing");
+      }
       if (!free_.empty()) break;
       cv_.wait_for(lock, std::chrono::milliseconds(kPollMs));
     }
@@ -181,11 +192,15 @@ Status WorkerPool::Run(const std::string& op, const uint8_t* pixels, uint32_t h,
     free_.pop_back();
   }
   const int64_t t1 = core::NowNs();
-  Status st = Call(workers_[index], op, pixels, h, w, c, seed, reply, out);
+  Status st = Call(workers_[index], op, pixels, h, w, c, seed, cancelled, reply, out);
   const int64_t t2 = core::NowNs();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(index);
+    if (workers_[index].abandoned) {
+      ++abandoned_;
+    } else {
+      free_.push_back(index);
+    }
     cv_.notify_all();  // a waiting Run() or Close()
   }
   stats_.calls.fetch_add(1, std::memory_order_relaxed);
@@ -195,7 +210,8 @@ Status WorkerPool::Run(const std::string& op, const uint8_t* pixels, uint32_t h,
 }
 
 Status WorkerPool::Call(Slot& s, const std::string& op, const uint8_t* pixels, uint32_t h,
-                        uint32_t w, uint32_t c, uint64_t seed, WorkerReply* reply,
+                        uint32_t w, uint32_t c, uint64_t seed,
+                        const std::function<bool()>& cancelled, WorkerReply* reply,
                         std::vector<uint8_t>* out) {
   const size_t nbytes = size_t{h} * w * c;
   if (nbytes > s.in_len) {  // grow the input file, then map all of it
@@ -221,7 +237,7 @@ Status WorkerPool::Call(Slot& s, const std::string& op, const uint8_t* pixels, u
   Put<uint64_t>(req, 24, seed);
   FEEDLINE_RETURN_IF_ERROR(WriteExact(s, req, sizeof(req)));
   uint8_t rep[kReplyBytes];
-  FEEDLINE_RETURN_IF_ERROR(ReadExact(s, rep, sizeof(rep)));
+  FEEDLINE_RETURN_IF_ERROR(ReadExact(s, rep, sizeof(rep), cancelled));
   const uint32_t status = Get<uint32_t>(rep, 0);
   const uint32_t ndim = Get<uint32_t>(rep, 8);
   const uint64_t out_bytes = Get<uint64_t>(rep, 96);
@@ -232,7 +248,7 @@ Status WorkerPool::Call(Slot& s, const std::string& op, const uint8_t* pixels, u
   }
   if (status == 1) {
     std::string text(text_len, '\0');
-    FEEDLINE_RETURN_IF_ERROR(ReadExact(s, text.data(), text.size()));
+    FEEDLINE_RETURN_IF_ERROR(ReadExact(s, text.data(), text.size(), cancelled));
     return Status(StatusCode::kUnknown, op + " raised " + text);
   }
   reply->pil = Get<uint32_t>(rep, 4) != 0;

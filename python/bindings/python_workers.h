@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -56,8 +57,11 @@ class WorkerPool {
   // A Python exception is an error "<op> raised <Type>: <value>\n<traceback>";
   // a worker that died is an error naming its pid and exit status, and
   // breaks the pool (every later call fails with the same error).
+  // `cancelled` (the sample's: the loader stopping, a stall timeout) is
+  // polled while waiting, as Shutdown() is.
   Status Run(const std::string& op, const uint8_t* pixels, uint32_t h, uint32_t w, uint32_t c,
-             uint64_t seed, WorkerReply* reply, std::vector<uint8_t>* out);
+             uint64_t seed, const std::function<bool()>& cancelled, WorkerReply* reply,
+             std::vector<uint8_t>* out);
 
   // Wakes every waiting Run() with CancelledError; later calls fail too.
   void Shutdown();
@@ -79,10 +83,12 @@ class WorkerPool {
     size_t in_len = 0;
     const uint8_t* out_map = nullptr;
     size_t out_len = 0;
+    bool abandoned = false;  // cancelled mid-call: never used again
   };
   Status Call(Slot& s, const std::string& op, const uint8_t* pixels, uint32_t h, uint32_t w,
-              uint32_t c, uint64_t seed, WorkerReply* reply, std::vector<uint8_t>* out);
-  Status ReadExact(Slot& s, void* dst, size_t n);
+              uint32_t c, uint64_t seed, const std::function<bool()>& cancelled, WorkerReply* reply,
+              std::vector<uint8_t>* out);
+  Status ReadExact(Slot& s, void* dst, size_t n, const std::function<bool()>& cancelled);
   Status WriteExact(Slot& s, const void* src, size_t n);
   Status Died(const Slot& s, const std::string& what);
 
@@ -91,6 +97,7 @@ class WorkerPool {
   std::condition_variable cv_;
   std::vector<size_t> free_;  // guarded by mu_
   bool closed_ = false;       // guarded by mu_
+  size_t abandoned_ = 0;      // guarded by mu_
   Status broken_;             // guarded by mu_
   std::atomic<bool> shutdown_{false};
   WorkerPoolStats stats_;

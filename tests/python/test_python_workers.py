@@ -303,3 +303,36 @@ def test_the_doctor_sees_python_workers_in_the_settings(dataset):
     with feedline.Loader(dataset, batch_size=8, transform=random_compose(), num_threads=2,
                          python_workers=2) as loader:
         assert FeedlineProbe(loader).settings()["python_workers"] == 2
+
+
+class Hangs:
+    """Passes the probe, then never returns (a member stuck in a worker)."""
+
+    calls = 0
+
+    def __call__(self, img):
+        Hangs.calls += 1
+        if Hangs.calls > 1:
+            time.sleep(3600)
+        return img
+
+
+def test_a_member_that_hangs_in_a_worker_hits_the_timeout_and_close_kills_it(dataset):
+    compose = T.Compose([T.RandomResizedCrop(32), Hangs(), T.ToTensor()])
+
+    def hung(*_):
+        raise AssertionError("no timeout error 120 s into a hung worker")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        loader = feedline.Loader(dataset, batch_size=4, transform=compose, num_threads=1, python_workers=1,
+                                 timeout=1.0)
+        pool = loader._python_pool
+        with pytest.raises(feedline.Error, match="python:Hangs.*stall_timeout_ms=1000"):
+            list(loader)
+        loader.close()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert pool.exitcodes == [-signal.SIGKILL]  # it could not exit at EOF: killed after the grace
+    assert not memfds(pool.prefix)
