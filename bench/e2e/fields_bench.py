@@ -8,7 +8,9 @@ Rows:
   threads. torchvision v2 needs torch 2: under Debian's torch 1.13 (no
   transforms.v2) the v1 Compose is run, and the results say which.
 - pyop: the same Compose with one user Python op in the middle, feedline
-  threads vs torch DataLoader (num_workers = cores), same transform.
+  threads, feedline with python_workers = cores (the Python middle in worker
+  processes, docs/python_ops.md) and torch DataLoader (num_workers = cores),
+  same transform.
 - wds: WebDataset tars of image + caption + JSON, feedline.Loader(fields=)
   vs the webdataset library (pinned, bench/e2e/requirements-webdataset.txt,
   in a venv made here with --system-site-packages) in a torch DataLoader.
@@ -97,15 +99,17 @@ def _epochs(make):
 def worker(a):
     import torch
     cores = a.cores
-    if a.worker in ("recipe/native", "recipe/compose", "pyop/feedline"):
+    if a.worker in ("recipe/native", "recipe/compose", "pyop/feedline", "pyop/feedline-procs"):
         import feedline
-        tf = feedline.transforms.imagenet_train() if a.worker == "recipe/native" else \
-            compose(user_op=a.worker == "pyop/feedline")[0]
+        pyop = a.worker.startswith("pyop/")
+        tf = feedline.transforms.imagenet_train() if a.worker == "recipe/native" else compose(user_op=pyop)[0]
+        procs = cores if a.worker == "pyop/feedline-procs" else 0
         ld = feedline.Loader(a.data, batch_size=a.batch, transform=tf, shuffle=True, seed=1, drop_last=True,
-                             num_threads=cores)
+                             num_threads=cores, python_workers=procs)
         out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b[0].shape[0])
+        extra = {True: ("processes", "proc_wait_s", "proc_call_s", "proc_run_s"), False: ("gil_wait_s", "gil_held_s")}
         out["ops"] = [{k: o[k] for k in ("name", "python", "busy_s", "items") + (
-            ("gil_wait_s", "gil_held_s") if o.get("python") else ())} for o in ld.stats()["ops"]]
+            extra[bool(procs)] if o.get("python") else ())} for o in ld.stats()["ops"]]
         ld.close()
     elif a.worker == "pyop/torch":
         from torch.utils.data import DataLoader
@@ -230,7 +234,8 @@ def main():
     tars = ensure_tars(folder, max(4, cores))
     wds_py, wds_error = webdataset_python()
     configs = {"recipe/native": (PYTHON, folder), "recipe/compose": (PYTHON, folder),
-               "pyop/feedline": (PYTHON, folder), "pyop/torch": (PYTHON, folder),
+               "pyop/feedline": (PYTHON, folder), "pyop/feedline-procs": (PYTHON, folder),
+               "pyop/torch": (PYTHON, folder),
                "wds/feedline": (PYTHON, tars)}
     if wds_py:
         configs["wds/webdataset"] = (wds_py, tars)
@@ -255,8 +260,12 @@ def main():
               ratio("recipe/compose", "recipe/native"),
               "pyop: feedline threads / torch DataLoader (same Compose + user op)":
               ratio("pyop/feedline", "pyop/torch"),
+              "pyop: feedline, python_workers=cores / torch DataLoader (same Compose + user op)":
+              ratio("pyop/feedline-procs", "pyop/torch"),
+              "pyop: feedline, python_workers=cores / feedline threads": ratio("pyop/feedline-procs", "pyop/feedline"),
               "wds: feedline fields= / webdataset + DataLoader": ratio("wds/feedline", "wds/webdataset")}
     held = [o for o in runs["pyop/feedline"][-1].get("ops", []) if o.get("python")]
+    in_procs = [o for o in runs["pyop/feedline-procs"][-1].get("ops", []) if o.get("python")]
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
             "dataset": f"{a.images} generated ImageNet-like images ({folder.name}); tars: {tars.name}",
             "batch": a.batch, "repeats": a.repeats, "torch": torch_version, "compose": version,
@@ -278,6 +287,10 @@ def main():
     for o in held:
         lines.append(f"\npyop/feedline's Python op {o['name']}: {o['items']} calls, GIL held {o['gil_held_s']:.2f} s, "
                      f"waited {o['gil_wait_s']:.2f} s, busy {o['busy_s']:.2f} s (last run).")
+    for o in in_procs:
+        lines.append(f"\npyop/feedline-procs's Python op {o['name']}: {o['items']} calls in {o['processes']} "
+                     f"worker processes, run {o['proc_run_s']:.2f} s there, round trips {o['proc_call_s']:.2f} s, "
+                     f"waited for a free worker {o['proc_wait_s']:.2f} s (last run).")
     if wds_error:
         lines += ["", "webdataset could not be installed:", "", "```", wds_error, "```"]
     text = "\n".join(lines) + "\n"

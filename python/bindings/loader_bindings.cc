@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "feedline/image.h"
@@ -169,7 +170,8 @@ py::dict MetricsDict(const MetricsSnapshot& m) {
 class PyLoader {
  public:
   PyLoader(const std::string& root, const SampleSpec& spec, const LoaderOptions& options,
-           const SourceOptions& source_options, const PyRecipe& recipe) {
+           const SourceOptions& source_options, const PyRecipe& recipe)
+      : workers_(recipe.workers), chain_name_(recipe.chain ? recipe.chain->name : "") {
     // The GIL is released while sources are listed, the first sample runs
     // for the Python ops' shapes, and workers start.
     Result<std::unique_ptr<Loader>> loader = [&]() -> Result<std::unique_ptr<Loader>> {
@@ -251,6 +253,16 @@ class PyLoader {
       if (index >= ops.size()) continue;
       py::dict op = ops[index];
       op["python"] = true;
+      if (workers_ && py::str(op["name"]).cast<std::string>() == chain_name_) {
+        // In worker processes: this process never holds the GIL for it.
+        const WorkerPoolStats& w = workers_->stats();
+        op["processes"] = workers_->size();
+        op["proc_calls"] = w.calls.load(std::memory_order_relaxed);
+        op["proc_wait_s"] = w.wait_ns.load(std::memory_order_relaxed) / 1e9;
+        op["proc_call_s"] = w.call_ns.load(std::memory_order_relaxed) / 1e9;
+        op["proc_run_s"] = w.run_ns.load(std::memory_order_relaxed) / 1e9;
+        continue;
+      }
       op["gil_wait_s"] = stats->gil_wait_ns.load(std::memory_order_relaxed) / 1e9;
       op["gil_held_s"] = stats->gil_held_ns.load(std::memory_order_relaxed) / 1e9;
     }
@@ -295,6 +307,8 @@ class PyLoader {
 
   std::vector<std::string> classes_;
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
+  std::shared_ptr<WorkerPool> workers_;        // python_workers=N, else null
+  std::string chain_name_;                     // the Compose's Python op, if any
   std::vector<std::pair<size_t, std::shared_ptr<PyOpStats>>>
       python_stats_;  // (op index, GIL times)
   std::unique_ptr<Loader> loader_;
@@ -459,8 +473,28 @@ void RegisterLoader(py::module_& m) {
       .def_property(
           "run", [](const ImageChain& c) { return c.run ? c.run->get() : py::object(py::none()); },
           [](ImageChain& c, py::object fn) { c.run = std::make_shared<PyHandle>(std::move(fn)); });
+  py::class_<WorkerPool, std::shared_ptr<WorkerPool>>(m, "WorkerPool")
+      .def(py::init([](const std::vector<std::tuple<int, int, int, int>>& workers) {
+             std::vector<WorkerPool::Worker> ws;
+             for (const auto& [pid, sock, in_fd, out_fd] : workers) {
+               ws.push_back({pid, sock, in_fd, out_fd});
+             }
+             return std::make_shared<WorkerPool>(std::move(ws));
+           }),
+           py::arg("workers"),
+           "Takes ownership of each worker's (pid, socket fd, input memfd, output memfd).")
+      .def("shutdown", &WorkerPool::Shutdown, py::call_guard<py::gil_scoped_release>())
+      .def("close", &WorkerPool::Close, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("broken",
+                             [](const WorkerPool& p) -> py::object {
+                               const Status st = p.broken();
+                               if (st.ok()) return py::none();
+                               return PyText(st.message());
+                             })
+      .def_property_readonly("pids", &WorkerPool::pids);
   py::class_<PyRecipe>(m, "PyRecipe")
       .def(py::init<>())
+      .def_readwrite("workers", &PyRecipe::workers)
       .def_readwrite("chain", &PyRecipe::chain)
       .def_property(
           "map", [](const PyRecipe& r) { return r.map ? r.map->get() : py::object(py::none()); },

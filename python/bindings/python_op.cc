@@ -253,19 +253,8 @@ class PythonChainOp final : public SampleOp {
     SampleRng rng = s.rng();
     const uint64_t seed = rng.NextU64();
     MidSpec mid;
-    const Status st = CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
-      // A view of the pixels: the Python side copies them into its PIL image.
-      py::array pixels(
-          py::dtype("uint8"),
-          {static_cast<py::ssize_t>(h.height), static_cast<py::ssize_t>(h.width), py::ssize_t{3}},
-          h.pixels.data(), py::none());
-      py::tuple out = c_->chain.run->get()(pixels, seed);
-      mid.pil = out[1].cast<bool>();
-      FEEDLINE_RETURN_IF_ERROR(
-          ReadArray(c_->chain.name, out[0], out[2], &mid.dtype, &mid.shape, &h.mid_bytes));
-      if (c_->probe && !c_->probe->has_value()) *c_->probe = mid;  // under the Python-op lock
-      return Status::OK();
-    });
+    const Status st =
+        c_->chain.workers ? RunInWorker(s, h, seed, &mid) : RunInProcess(h, seed, &mid);
     if (!st.ok()) return st;
     if (c_->learned && !(mid == *c_->learned)) {
       return InvalidArgumentError(c_->chain.name + " returned a " + mid.ToString() +
@@ -279,6 +268,54 @@ class PythonChainOp final : public SampleOp {
   }
 
  private:
+  // The middle on this thread, under the Python-op lock and the GIL.
+  Status RunInProcess(Handoff& h, uint64_t seed, MidSpec* mid) const {
+    return CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
+      // A view of the pixels: the Python side copies them into its PIL image.
+      py::array pixels(
+          py::dtype("uint8"),
+          {static_cast<py::ssize_t>(h.height), static_cast<py::ssize_t>(h.width), py::ssize_t{3}},
+          h.pixels.data(), py::none());
+      py::tuple out = c_->chain.run->get()(pixels, seed);
+      mid->pil = out[1].cast<bool>();
+      FEEDLINE_RETURN_IF_ERROR(
+          ReadArray(c_->chain.name, out[0], out[2], &mid->dtype, &mid->shape, &h.mid_bytes));
+      if (c_->probe && !c_->probe->has_value()) *c_->probe = *mid;  // under the Python-op lock
+      return Status::OK();
+    });
+  }
+
+  // The middle in a worker process (python_workers.h): no GIL here; the
+  // thread blocks on the worker's socket only.
+  Status RunInWorker(const Sample& s, Handoff& h, uint64_t seed, MidSpec* mid) const {
+    const std::string& op = c_->chain.name;
+    WorkerReply reply;
+    FEEDLINE_RETURN_IF_ERROR(c_->chain.workers->Run(
+        op, h.pixels.data(), h.height, h.width, 3, seed, [&s] { return s.cancelled(); }, &reply,
+        &h.mid_bytes));
+    const std::optional<DType> d = DTypeOf(reply.dtype);
+    if (!d) {
+      return InvalidArgumentError(op + " returned a " + reply.dtype +
+                                  " tensor: batches hold uint8, int8, int32, int64, float16, "
+                                  "bfloat16, float32 or float64");
+    }
+    size_t n = DTypeSize(*d);
+    for (int64_t x : reply.shape) n *= static_cast<size_t>(x < 0 ? 0 : x);
+    if (n != h.mid_bytes.size()) {
+      return InternalError(op + ": the worker's output has " + std::to_string(h.mid_bytes.size()) +
+                           " bytes, its shape " + ShapeText(reply.shape) + " needs " +
+                           std::to_string(n));
+    }
+    mid->pil = reply.pil;
+    mid->dtype = *d;
+    mid->shape = std::move(reply.shape);
+    if (c_->probe) {
+      std::lock_guard<std::mutex> lock(PythonOpLock());
+      if (!c_->probe->has_value()) *c_->probe = *mid;
+    }
+    return Status::OK();
+  }
+
   std::shared_ptr<const ChainShared> c_;
 };
 

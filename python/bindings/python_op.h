@@ -27,6 +27,7 @@
 #include "feedline/pipeline_builder.h"
 #include "feedline/sample.h"
 #include "feedline/source.h"
+#include "python/bindings/python_workers.h"
 
 namespace feedline::python {
 
@@ -84,6 +85,9 @@ struct ImageChain {
   std::string name;               // "python:MyOp+RandomRotation"
   std::string members;            // what the middle runs, for the fingerprint
   std::vector<SuffixStep> suffix;
+  // python_workers=N: the middle runs in these worker processes instead of
+  // under the GIL on the worker threads (null: in-process).
+  std::shared_ptr<WorkerPool> workers;
 };
 
 // The output field of the suffix for middle output `mid`, or why not.
@@ -116,7 +120,8 @@ MapOp MakeMapOp(std::shared_ptr<PyHandle> fn, std::vector<FieldSpec> in, size_t 
 // and a map= function.
 struct PyRecipe {
   std::optional<ImageChain> chain;
-  std::shared_ptr<PyHandle> map;  // callable(values, seed) -> [(value, dtype name)]
+  std::shared_ptr<PyHandle> map;        // callable(values, seed) -> [(value, dtype name)]
+  std::shared_ptr<WorkerPool> workers;  // python_workers=N: the chain's middle runs there
 };
 
 // The pipeline of `spec` over `source` with the recipe's Python ops, their

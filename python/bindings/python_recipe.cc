@@ -92,11 +92,17 @@ Result<Inner> InnerPipeline(const Source& source, const SampleSpec& spec, const 
 }  // namespace
 
 Result<Pipeline> BuildPythonPipeline(
-    const Source& source, const SampleSpec& spec, const PyRecipe& recipe,
+    const Source& source, const SampleSpec& spec, const PyRecipe& recipe_in,
     const LoaderOptions& options,
     std::vector<std::pair<size_t, std::shared_ptr<PyOpStats>>>* python_stats) {
   // The native recipe's own checks (field names, sizes) first.
   FEEDLINE_RETURN_IF_ERROR(BuildPipeline(source, spec).status());
+  if (recipe_in.workers && !recipe_in.chain) {
+    return InvalidArgumentError(
+        "python_workers runs the Python members of a torchvision Compose; this transform has none");
+  }
+  PyRecipe recipe = recipe_in;
+  if (recipe.chain) recipe.chain->workers = recipe.workers;
   std::optional<MidSpec> learned;
   if (recipe.chain) {
     if (spec.output != SampleSpec::Output::kImage) {

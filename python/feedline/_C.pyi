@@ -289,9 +289,19 @@ class ImageChain:  # a Compose split into native prefix, Python middle, native s
     run: Any  # callable(pixels, seed) -> (array, is_pil, dtype name)
     def __init__(self) -> None: ...
 
+class WorkerPool:  # python_workers=N: the C++ end of the worker processes (python_workers.h)
+    def __init__(self, workers: List[Tuple[int, int, int, int]]) -> None: ...  # (pid, socket, in memfd, out memfd)
+    def shutdown(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def broken(self) -> Optional[str]: ...
+    @property
+    def pids(self) -> List[int]: ...
+
 class PyRecipe:  # the Python ops of a loader: a chain for the image, a map= function
     chain: Optional[ImageChain]
     map: Any  # callable(values, seed) -> [(value, dtype name)], or None
+    workers: Optional[WorkerPool]  # python_workers=N: the chain's middle runs there
     def __init__(self) -> None: ...
 
 class Loader:  # one engine loader over any source OpenSource knows, or a recipe's pipeline

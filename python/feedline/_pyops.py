@@ -74,17 +74,21 @@ def _chain_out(x: Any) -> Tuple[np.ndarray, bool, str]:
     return a, False, dtype
 
 
-def chain_runner(members: Sequence[Tuple[str, str, Callable[[Any], Any]]]) -> Callable[[np.ndarray, int], Any]:
+class ChainRunner:
     """The Python middle of a split Compose: members (position, repr,
     callable) applied in order to a PIL image made from the prefix's pixels
-    (uint8 HWC), under `seeded(seed)`. Returns (array, is_pil, dtype name)."""
-    members = list(members)
+    (uint8 HWC), under `seeded(seed)`. Calling it returns (array, is_pil,
+    dtype name). A class, not a closure, so that python_workers= can pickle
+    it to "spawn"/"forkserver" workers (its members must pickle too)."""
 
-    def run(pixels: np.ndarray, seed: int) -> Tuple[np.ndarray, bool, str]:
+    def __init__(self, members: Sequence[Tuple[str, str, Callable[[Any], Any]]]) -> None:
+        self.members = list(members)
+
+    def __call__(self, pixels: np.ndarray, seed: int) -> Tuple[np.ndarray, bool, str]:
         from PIL import Image
-        x: Any = Image.fromarray(np.array(pixels), "RGB")  # a copy: the pixels are the worker's
+        x: Any = Image.fromarray(np.array(pixels))  # RGB (h, w, 3 uint8); a copy: the pixels are the worker's
         with seeded(seed):
-            for pos, text, fn in members:
+            for pos, text, fn in self.members:
                 try:
                     x = fn(x)
                 except Exception as e:
@@ -93,7 +97,10 @@ def chain_runner(members: Sequence[Tuple[str, str, Callable[[Any], Any]]]) -> Ca
                     raise
         return _chain_out(x)
 
-    return run
+
+def chain_runner(members: Sequence[Tuple[str, str, Callable[[Any], Any]]]) -> ChainRunner:
+    """The Python middle of a split Compose (ChainRunner)."""
+    return ChainRunner(members)
 
 
 def _sample_value(kind: str, value: Any) -> Any:

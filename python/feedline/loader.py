@@ -24,7 +24,7 @@ from typing import (
 import numpy as np
 import torch
 
-from . import _C, _batch, _fields, _pyops
+from . import _C, _batch, _fields, _procworker, _pyops
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
@@ -121,6 +121,16 @@ class Loader:
             threads after the native ops ({"image": tensor, "label": int},
             or the sample's fields); same keys, shapes learned from the
             first sample at creation (docs/python_ops.md).
+        python_workers: 0 (default) runs a Compose's Python members on the
+            worker threads, under the GIL. N > 0 runs them in N worker
+            processes started now, fed through shared memory (pixels are
+            never pickled), so they scale past one core; same seed, same
+            bytes as with 0 (docs/python_ops.md, "Python ops in worker
+            processes"). Only for a transform with Python members, not with
+            map= (which stays on the threads) or fields=.
+        python_workers_start_method: "fork" (default on Linux, as torch's
+            DataLoader), "spawn" or "forkserver"; the last two pickle the
+            transform's members to the workers.
         batch_map: fn(batch) -> anything, on each collated batch (the
             dict, or the (images, labels) pair), on a background thread
             feeding the loop through a queue of one batch.
@@ -211,6 +221,7 @@ class Loader:
                  fields: Optional[Mapping[str, _fields.FieldValue]] = None, collate: str = "stack",
                  map: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
                  batch_map: Optional[Callable[[Any], Any]] = None, batch_transform: Optional[Any] = None,
+                 python_workers: int = 0, python_workers_start_method: Optional[str] = None,
                  _raw_max_bytes: int = 0, _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
@@ -341,14 +352,30 @@ class Loader:
                                              None if chain else self.transform.layout)
         self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
         self._batch_map_state: Optional[bytes] = None
+        self.python_workers = _python_workers(python_workers, recipe, map, _pipeline)
+        self._python_pool: Optional[_procworker.ProcessPool] = None
+        if self.python_workers > 0:
+            chain = recipe.chain
+            assert chain is not None  # _python_workers refused the rest
+            # Started before the engine's threads, so that fork copies none of them.
+            self._python_pool = _procworker.ProcessPool(chain.run, self.python_workers, python_workers_start_method)
+            recipe.workers = self._python_pool.cpp
         # A pipeline from another recipe (feedline.TokenLoader's windows) replaces the source's.
-        if _pipeline is not None:
-            self._options = o  # feedline.TokenLoader rebuilds its mixture on resume
-            if map is not None:
-                raise ValueError("map is not supported by this loader")
-            self._loader = _C.Loader(_pipeline, o)
-        else:
-            self._loader = _C.Loader(os.fsencode(self.source), spec, o, src, recipe)
+        try:
+            if _pipeline is not None:
+                self._options = o  # feedline.TokenLoader rebuilds its mixture on resume
+                if map is not None:
+                    raise ValueError("map is not supported by this loader")
+                self._loader = _C.Loader(_pipeline, o)
+            else:
+                self._loader = _C.Loader(os.fsencode(self.source), spec, o, src, recipe)
+        except BaseException as e:
+            if self._python_pool is not None:
+                dead = self._python_pool.dead()
+                self._python_pool.close()
+                if dead:
+                    raise _procworker.PythonWorkerError(dead) from e
+            raise
         _LIVE.add(self)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
@@ -460,6 +487,24 @@ class Loader:
             return
         yield from self._on_device(self._host_batches(with_buffer=True))
 
+    def _next(self) -> Any:
+        pool = getattr(self, "_python_pool", None)
+        if pool is None:
+            return self._loader.next()
+        # A dead worker stops the loader whatever max_errors says: every
+        # sample sent to it would fail.
+        try:
+            d = self._loader.next()
+        except Exception as e:
+            dead = pool.dead()
+            if dead:
+                raise _procworker.PythonWorkerError(dead) from e
+            raise
+        dead = pool.dead()
+        if dead:
+            raise _procworker.PythonWorkerError(dead)
+        return d
+
     def _on_device(self, host_batches: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Batch]:
         """The device path shared by every loader (images, fields, tokens):
         each (host Batch, its ring buffer) of `host_batches` is copied on the
@@ -508,7 +553,7 @@ class Loader:
         self._resume_pending = False
         self._last_index = -1
         while True:
-            d = self._loader.next()
+            d = self._next()
             if d is None:
                 self._mid_epoch = False
                 return
@@ -553,8 +598,16 @@ class Loader:
         ring depth and bytes, consumer wait, errors by reason; with a device,
         the copies and pinned buffers). An op's entry has "python": True
         when it runs in Python, with "gil_wait_s" (waiting for the Python-op
-        lock and the GIL) and "gil_held_s" (running holding the GIL)."""
+        lock and the GIL) and "gil_held_s" (running holding the GIL); with
+        python_workers=N it has "processes" (N), "proc_calls", "proc_wait_s"
+        (waiting for a free worker), "proc_call_s" (round trips, copies
+        included) and "proc_run_s" (the workers' time in the Python
+        members) instead, and stats()["python_workers"] their pids."""
         m = self._loader.metrics()
+        pool = getattr(self, "_python_pool", None)
+        if pool is not None:
+            m["python_workers"] = {"processes": len(pool.processes), "start_method": pool.start_method,
+                                   "pids": pool.pids}
         if self._feeder is not None:
             m["device"] = self._feeder.stats()
         return m
@@ -567,8 +620,13 @@ class Loader:
         if self._feeder is not None:
             # Copies finish and buffers are unpinned while the ring is alive.
             self._feeder.close()
+        pool = getattr(self, "_python_pool", None)
+        if pool is not None:
+            pool.cancel()  # wakes threads waiting on a worker
         if not self._loader.closed:
             self._loader.close()
+        if pool is not None:
+            pool.close()  # reaps the workers, closes the shared memory
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
         # docs/reliability.md 37: a loader owns native threads and buffers; a copy
@@ -600,6 +658,22 @@ def _native_transform(transform: Any, strict: bool) -> Tuple[Any, Optional[_tran
         return translation.transform, translation
     raise TypeError("transform must be a feedline.transforms transform or a torchvision transform "
                     f"(Compose or member), got {type(transform).__name__}")
+
+
+def _python_workers(n: int, recipe: _C.PyRecipe, map: Any, pipeline: Any) -> int:
+    """python_workers= checked against the recipe: refused where nothing
+    would run in the workers, never ignored."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"python_workers must be an int >= 0, got {n!r}")
+    if n == 0:
+        return 0
+    if map is not None:
+        raise ValueError("python_workers runs a Compose's Python members in processes; map= runs on the worker "
+                         "threads and is not supported with python_workers yet (drop one of them)")
+    if pipeline is not None or recipe.chain is None:
+        raise ValueError(f"python_workers={n}, but this transform has no Python members: nothing would run in the "
+                         "worker processes (use python_workers=0)")
+    return n
 
 
 def _no_chain_with_fields(t: _transforms.Translation) -> NoReturn:

@@ -63,12 +63,14 @@ def test_the_gil_held_share_is_far_above_the_threshold_and_the_rule_says_so(pyth
     # The planted op is ~30x the native work: its held share is far above 50%.
     assert ev["gil_held_share"] > rc.PYTHON_OPS_DOMINATE + 0.2, ev
     assert f"{100 * ev['gil_held_share']:.0f}%" in f["summary"]
-    # The user op has no native equivalent: what is available instead, and
-    # that a process-based option does not exist yet; no invented prediction.
-    assert "SpinInPython" in f["fix"] and "batch_map=" in f["fix"] and "no process-based option" in f["fix"]
+    # The user op has no native equivalent: worker processes first, with the
+    # rate the model predicts once the Python part is no longer serial, then
+    # what else is available.
+    assert "python_workers=" in f["fix"] and ev["recommended_python_workers"] >= 2
+    assert "SpinInPython" in f["fix"] and "batch_map=" in f["fix"]
     # RandomHorizontalFlip is native elsewhere: the fix says to move it.
     assert "RandomHorizontalFlip natively" in f["fix"]
-    assert f["predicted_samples_per_s"] is None and f["severity"] == "high"
+    assert f["predicted_samples_per_s"] is not None
     members = {m["name"]: m for m in ev["python_members"]}
     assert members["RandomHorizontalFlip"]["native"] and not members["SpinInPython"]["native"]
     assert " object at 0x" not in f["fix"]  # named by its class, not by a repr with an address
@@ -171,3 +173,23 @@ def test_more_threads_are_not_promised_past_the_serial_python_floor():
     more = [f for f in report.findings if f["id"] == "too_few_workers"]
     assert not more or more[0]["predicted_speedup"] < 1.2, more
     assert report.findings[0]["id"] == "python_ops_dominate"
+
+
+def test_python_workers_are_recommended_with_a_gain_and_not_when_already_used():
+    ev = loop_with_python_op(held_s=2e-3, threads=4, cores=8)
+    # Measured as the GIL lets it run: one Python op at a time.
+    ev["loop"]["samples_per_s"] = 1 / 2e-3
+    report = feedline.doctor.Report.from_json(copy.deepcopy(ev), rediagnose=True)
+    f = next(x for x in report.findings if x["id"] == "python_ops_dominate")
+    assert "python_workers=" in f["fix"]
+    assert f["predicted_speedup"] and f["predicted_speedup"] > rules.SIGNIFICANT
+    # Already in processes: the op reports no GIL time, the rule is silent,
+    # and python_workers= is never recommended again.
+    ev["loader"]["settings"]["python_workers"] = 4
+    for o in ev["feedline"]["ops"]:
+        if o.get("python"):
+            o.pop("gil_held_s", None)
+            o.pop("gil_wait_s", None)
+            o["processes"] = 4
+    again = feedline.doctor.Report.from_json(copy.deepcopy(ev), rediagnose=True)
+    assert all("python_workers=" not in (x.get("fix") or "") for x in again.findings)

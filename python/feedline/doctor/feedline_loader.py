@@ -172,7 +172,8 @@ class FeedlineProbe:
                     "crop": str(getattr(tf, "crop", "")).split(".")[-1], "height": getattr(tf, "height", None),
                     "width": getattr(tf, "width", None), "dtype": str(getattr(tf, "dtype", "")).split(".")[-1],
                     "dct_scaling": getattr(tf, "dct_scaling", None)},
-                "python_members": python_members(getattr(ld, "transform_source", None))}
+                "python_members": python_members(getattr(ld, "transform_source", None)),
+                "python_workers": getattr(ld, "python_workers", 0)}
 
     def evidence(self) -> Optional[FeedlineEvidence]:
         s1 = self._stats() or self._last

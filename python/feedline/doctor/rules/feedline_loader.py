@@ -62,14 +62,17 @@ class FeedlineModel:
         self.step_s = step_saved
         return loader, self.rate()
 
-    def rate(self, threads: Optional[int] = None, read_cut: float = 0.0, python_cut: bool = False) -> float:
+    def rate(self, threads: Optional[int] = None, read_cut: float = 0.0, python_cut: bool = False,
+             python_parallel: bool = False) -> float:
         """The loop's rate with `threads`, reads `read_cut` shorter per
-        sample, and (python_cut) the Python ops' work gone."""
+        sample, and (python_cut) the Python ops' work gone, or
+        (python_parallel) their work kept but no longer serial (in worker
+        processes: python_workers=; they share the same cores)."""
         T = threads or self.threads
         per = max(1e-12, self.sample_s - read_cut - (self.python_s if python_cut else 0.0))
         cpu = max(1e-12, per - (self.read_s - read_cut))
         loader = min(T / per, self.usable / cpu)
-        if self.held_s > 0 and not python_cut:
+        if self.held_s > 0 and not python_cut and not python_parallel:
             loader = min(loader, 1.0 / self.held_s)  # serial: one Python op at a time
         step = self.B / self.step_s if self.step_s > 0 else float("inf")
         return min(loader, step)
@@ -174,21 +177,30 @@ def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
     members = (ev["loader"].get("settings") or {}).get("python_members") or []
     movable = [p for p in members if p.get("native")]
     user = [p for p in members if not p.get("native")]
+    settings = ev["loader"].get("settings") or {}
+    in_processes = bool(settings.get("python_workers"))
     fixes = []
+    pred_workers = None
+    if (user or not members) and not in_processes:
+        k = max(2, int(round(m.usable)))
+        fixes.append(f"run the Python members in worker processes: feedline.Loader(..., python_workers={k}, "
+                     f"num_threads={max(m.threads, k)}) (one per usable core; pixels go through shared memory, "
+                     "the batches stay byte-identical; docs/python_ops.md)")
+        # The threads wait on the workers' sockets: at least one per worker.
+        pred_workers = m.rate(threads=max(m.threads, k), python_parallel=True)
     if movable:
         fixes.append("feedline runs " + ", ".join(p["torchvision"] for p in movable) + " natively: it is in "
                      "Python only because it comes after a Python member; move it before the first Python member "
                      "(if the order does not matter to you) and it joins the native prefix")
     if user or not members:
         what = ", ".join(p.get("name") or p["member"] for p in user) if user else ", ".join(names)
-        fixes.append(f"make {what} cheaper, or apply it to whole batches with batch_map= (one call per batch; "
-                     "torch kernels release the GIL), or on the accelerator after the loader. feedline has no "
-                     "process-based option for Python ops yet (worker processes fed through shared memory are "
-                     "planned, issue 16 item 6); map= runs under the same lock, so it does not scale either")
+        fixes.append(f"or make {what} cheaper, or apply it to whole batches with batch_map= (one call per batch; "
+                     "torch kernels release the GIL), or on the accelerator after the loader; map= runs under the "
+                     "same lock, so it does not scale either")
     # Measurable only when the op has a native equivalent: the rate with
     # the Python work gone is then an upper bound (the native op costs a
     # little). A user op has no known replacement, so no prediction.
-    pred = m.rate(python_cut=True) if movable and not user else None
+    pred = m.rate(python_cut=True) if movable and not user else pred_workers
     lane_text = f", and one of them held it {_pct(lane)} of the wall-clock time" if lane is not None else ""
     return _finding(
         "python_ops_dominate", "Python ops dominate: threads cannot scale the loader",
@@ -200,5 +212,6 @@ def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
         {"python_ops": names, "gil_held_per_sample_s": m.held_s, "work_per_sample_s": m.sample_s,
          "gil_held_share": share, "gil_held_wall_share": lane,
          "gil_wait_s": sum(o.get("gil_wait_s") or 0.0 for o in m.python_ops),
-         "python_members": members, "serial_cap_samples_per_s": 1.0 / m.held_s},
+         "python_members": members, "serial_cap_samples_per_s": 1.0 / m.held_s,
+         "recommended_python_workers": max(2, int(round(m.usable))) if pred_workers is not None else None},
         pred, current_rate(ev), severity=None if pred else "high")
