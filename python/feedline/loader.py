@@ -346,10 +346,10 @@ class Loader:
             if self.fields is not None or _raw_max_bytes > 0 or _pipeline is not None:
                 raise ValueError("batch_transform needs an (images, labels) loader (not fields=, RecordLoader "
                                  "or TokenLoader)")
-            chain = self.transform_source is not None and self.transform_source.chain is not None
+            split = self.transform_source is not None and self.transform_source.chain is not None
             # A split Compose's layout is its Python members' (read from the batch's shape).
             self._mixer = _batch.LoaderMixer(batch_transform, seed, rank, world_size,
-                                             None if chain else self.transform.layout)
+                                             None if split else self.transform.layout)
         self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
         self._batch_map_state: Optional[bytes] = None
         self.python_workers = _python_workers(python_workers, recipe, map, _pipeline)
