@@ -25,26 +25,13 @@
 #include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
 #include "python/bindings/errors.h"
+#include "python/bindings/numpy_dtype.h"
 #include "python/bindings/python_op.h"
 
 namespace py = pybind11;
 
 namespace feedline::python {
 namespace {
-
-py::dtype NumpyDType(DType d) {
-  switch (d) {
-    case DType::kUInt8: return py::dtype("uint8");
-    case DType::kInt8: return py::dtype("int8");
-    case DType::kInt32: return py::dtype("int32");
-    case DType::kInt64: return py::dtype("int64");
-    case DType::kFloat16: return py::dtype("float16");
-    case DType::kBFloat16: return py::dtype("int16");  // numpy has no bfloat16: Python views it
-    case DType::kFloat32: return py::dtype("float32");
-    case DType::kFloat64: return py::dtype("float64");
-  }
-  return py::dtype("uint8");
-}
 
 // A numpy array over field i of the batch; its base owns a keepalive.
 py::array FieldArray(const Batch& b, size_t i) {

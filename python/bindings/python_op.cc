@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "python/bindings/errors.h"
+#include "python/bindings/numpy_dtype.h"
 #include "src/core/clock.h"
 #include "src/core/detail/fingerprint.h"
 #include "src/image/half.h"
@@ -95,20 +96,6 @@ std::optional<DType> DTypeOf(const std::string& name) {
     if (DTypeName(d) == name) return d;
   }
   return std::nullopt;
-}
-
-py::dtype NumpyDType(DType d) {
-  switch (d) {
-    case DType::kUInt8: return py::dtype("uint8");
-    case DType::kInt8: return py::dtype("int8");
-    case DType::kInt32: return py::dtype("int32");
-    case DType::kInt64: return py::dtype("int64");
-    case DType::kFloat16: return py::dtype("float16");
-    case DType::kBFloat16: return py::dtype("int16");  // carried as int16, as in batches
-    case DType::kFloat32: return py::dtype("float32");
-    case DType::kFloat64: return py::dtype("float64");
-  }
-  return py::dtype("uint8");
 }
 
 // An (array, dtype name) pair from Python as a contiguous array of a known
