@@ -194,6 +194,7 @@ class TokenShardDataset final : public TokenSource {
     for (size_t i = ShardOf(begin); begin < end && i < shards_.size(); ++i) {
       const Shard& s = shards_[i];
       const uint64_t base = offsets_[i];
+      if (base >= end) break;  // this shard and the rest start past the range
       const uint64_t lo_t = std::max(begin, base) - base;
       const uint64_t hi_t = std::min(end, offsets_[i + 1]) - base;
       if (lo_t >= hi_t) continue;

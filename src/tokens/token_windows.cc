@@ -123,8 +123,17 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
     // Segment by segment: positions count from 0, the document id is constant.
     st.row_starts[0] = 0;
     size_t segments = 1;
-    for (uint64_t start : st.starts)
+    for (uint64_t start : st.starts) {
+      // TokenSource's contract, checked: a start out of place would write
+      // past row_starts.
+      const uint64_t previous = begin + static_cast<uint64_t>(st.row_starts[segments - 1]);
+      if (start <= previous || start >= begin + seq_len_) {
+        return InternalError("token window " + std::to_string(index) + ": document start " +
+                             std::to_string(start) + " is not inside (" + std::to_string(previous) +
+                             ", " + std::to_string(begin + seq_len_) + ")");
+      }
       st.row_starts[segments++] = static_cast<int32_t>(start - begin);
+    }
     for (size_t k = 0; k < segments; ++k) {
       const auto a = static_cast<uint64_t>(st.row_starts[k]);
       const uint64_t b = k + 1 < segments ? static_cast<uint64_t>(st.row_starts[k + 1]) : seq_len_;

@@ -7,7 +7,8 @@
 // every shard check), then the rest as the shard `tokens-00000.flt`. An
 // accepted shard must be self-consistent: its layout fits the bytes, every
 // token reads back (or fails a block checksum with a reason), document
-// starts increase inside the corpus. A refusal always says why.
+// starts increase inside the corpus, and a sub-range's starts are those
+// of the whole that lie in it. A refusal always says why.
 #include <unistd.h>
 
 #include <cstdint>
@@ -108,6 +109,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (starts.size() != s.CountDocuments()) __builtin_trap();
   for (size_t i = 0; i < starts.size(); ++i) {
     if (starts[i] >= tokens || (i > 0 && starts[i] <= starts[i - 1])) __builtin_trap();
+  }
+  // Sub-ranges give exactly the starts inside them (in each shard's part).
+  for (uint64_t b = 0; b < tokens; b += 1 + tokens / 7) {
+    for (uint64_t e = b; e <= tokens; e += 1 + tokens / 5) {
+      std::vector<uint64_t> part, want;
+      s.DocumentStarts(b, e, &part);
+      for (uint64_t t : starts) {
+        if (t >= b && t < e) want.push_back(t);
+      }
+      if (part != want) __builtin_trap();
+    }
   }
   (void)s.Fingerprint();
   return 0;

@@ -17,6 +17,7 @@
 #include "feedline/tokens.h"
 #include "src/core/crc32c.h"
 #include "src/tokens/token_shard_format.h"
+#include "tests/tokens/token_rows.h"
 #include "tests/tokens/token_test_util.h"
 
 namespace feedline {
@@ -399,6 +400,40 @@ TEST_F(TokenShardsTest, WindowsOverTokenShardsRestartPositionsAtDocuments) {
   (*corpus)->DocumentStarts(0, 11, &starts);
   EXPECT_EQ(starts, (std::vector<uint64_t>{0, 3, 4, 6, 10}));
   EXPECT_TRUE(TokenWindowPipeline(*corpus, 4).ok());
+}
+
+TEST_F(TokenShardsTest, DocumentStartsOfARangeStopAtItsEndAcrossShards) {
+  // Shards of about 4 tokens (whole documents). Each range's starts lie
+  // inside it, whichever shards follow (a later shard's starts once leaked
+  // into a range that ended before it, and windows wrote them past their
+  // buffer).
+  const Documents docs = {{1, 2, 3}, {4}, {5, 6}, {7, 8, 9, 10}, {11}, {12, 13}, {14}};
+  const std::string dir = Pack("ds", docs, 1000, 4);
+  auto src = OpenTokenShards(dir);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const std::vector<uint64_t> all = {0, 3, 4, 6, 10, 11, 13};
+  for (uint64_t b = 0; b <= 14; ++b) {
+    for (uint64_t e = b; e <= 14; ++e) {
+      std::vector<uint64_t> want, got;
+      for (uint64_t s : all) {
+        if (s >= b && s < e) want.push_back(s);
+      }
+      (*src)->DocumentStarts(b, e, &got);
+      EXPECT_EQ(got, want) << "[" << b << ", " << e << ")";
+    }
+  }
+  // Windows of 2 over them: every row's segments are the documents'.
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.num_threads = 2;
+  o.max_bytes = 64 << 20;
+  auto corpus = TokenCorpus::Open({dir}, TokenSourceOptions{});
+  ASSERT_TRUE(corpus.ok());
+  const auto rows = testing_tokens::AllRows(*TokenWindowPipeline(*corpus, 2), o, 2);
+  ASSERT_EQ(rows.size(), 6u);  // (14 - 1) / 2
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.document_starts, testing_tokens::StartsFromDocumentIds(r.document_ids)) << r.id;
+  }
 }
 
 }  // namespace
