@@ -81,12 +81,14 @@ std::array<double, 6> InverseAffineMatrix(double cx, double cy, double angle, do
 
 float LinspaceF32(double start, double end, uint32_t steps, uint32_t index) {
   // ATen's linspace kernel: the first half counted from start, the second
-  // from end, in the tensor's type.
+  // from end, in the tensor's type, each a fused multiply-add as its
+  // compiled kernel evaluates it (bit-exact with torch 2.14's CPU linspace
+  // on the policies' tables; torch 1.13's differs in the last bit of a few).
   const auto s = static_cast<float>(start), e = static_cast<float>(end);
   if (steps <= 1) return s;
   const float step = (e - s) / static_cast<float>(steps - 1);
-  if (index < steps / 2) return s + step * static_cast<float>(index);
-  return e - step * static_cast<float>(steps - index - 1);
+  if (index < steps / 2) return std::fma(step, static_cast<float>(index), s);
+  return std::fma(-step, static_cast<float>(steps - index - 1), e);
 }
 
 void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
