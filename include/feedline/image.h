@@ -210,7 +210,9 @@ FEEDLINE_EXPORT Status CheckPixelOps(std::span<const PixelOp> ops);
 // The steps `ops` become for one sample, drawing from `rng` as torchvision
 // draws (ColorJitter: a random permutation of its four factors, each factor
 // uniform in its range; Random*: applied with probability p; GaussianBlur:
-// sigma uniform). Appends to `steps`.
+// sigma uniform; RandomRotation / RandomAffine: get_params' parameters;
+// the policies: their ops, bins and signs, one kAffine or colour step per
+// op, none for Identity). Appends to `steps`.
 FEEDLINE_EXPORT void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng,
                                     std::vector<PixelStep>* steps);
 

@@ -48,9 +48,10 @@ bool RotateExactly(double angle, uint32_t w, uint32_t h, uint8_t* chw, std::vect
 
 int32_t TranslatePixels(const PixelStep& s, double value, uint32_t size) {
   switch (s.translate_unit) {
-    case AffineTranslate::kPixels: return static_cast<int32_t>(value);
+    case AffineTranslate::kPixels: return static_cast<int32_t>(std::clamp(value, -1e9, 1e9));
     case AffineTranslate::kRoundFraction:
-      return static_cast<int32_t>(std::nearbyint(value * static_cast<double>(size)));
+      return static_cast<int32_t>(
+          std::clamp(std::nearbyint(value * static_cast<double>(size)), -1e9, 1e9));
     case AffineTranslate::kRandAugment: {
       const auto bin = static_cast<uint32_t>(std::fabs(value));
       const double m = LinspaceF32(0.0, 150.0 / 331.0 * size, s.magnitude_bins, bin);
@@ -123,6 +124,12 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
       const float gx = x * a0 + y * a1 + a2, gy = x * b0 + y * b1 + b2;
       const float ix = (gx + 1.0f) * hw - 0.5f, iy = (gy + 1.0f) * hh - 0.5f;
       const size_t o = size_t{i} * w + j;
+      // Far outside (a shear near 90 degrees, a tiny scale) or not a
+      // number: only the fill (and no integer conversion of the coordinate).
+      if (!(std::fabs(ix) < 1e9f && std::fabs(iy) < 1e9f)) {
+        for (int c = 0; c < 3; ++c) chw[c * n + o] = s.has_fill ? ToUint8(fill[c]) : 0;
+        continue;
+      }
       if (nearest) {
         const auto xn = static_cast<int64_t>(std::nearbyint(ix)),
                    yn = static_cast<int64_t>(std::nearbyint(iy));

@@ -147,6 +147,23 @@ TEST(AffineTest, BilinearFillBlendsThroughTheInBoundsWeight) {
   EXPECT_GT(between, 0u);
 }
 
+TEST(AffineTest, CoordinatesFarOutsideGiveTheFill) {
+  // A tiny scale maps every output pixel ~1e12 pixels away: all fill, and
+  // no out-of-range integer conversion (UBSan would flag one).
+  const uint32_t w = 16, h = 12;  // even: no output pixel centre on the image centre
+  for (auto interp : {WarpInterpolation::kNearest, WarpInterpolation::kBilinear}) {
+    std::vector<uint8_t> px = Planes(w, h, 4);
+    PixelStep s = Affine(0, 0, 0, 1e-12, 0, 0);
+    s.interpolation = interp;
+    s.has_fill = true;
+    s.fill = {1, 2, 3};
+    ApplyPixelSteps(std::vector<PixelStep>{s}, w, h, px.data());
+    for (int c = 0; c < 3; ++c) {
+      for (size_t i = 0; i < size_t{w} * h; ++i) ASSERT_EQ(px[c * w * h + i], c + 1);
+    }
+  }
+}
+
 TEST(AffineTest, ChecksNameTheParameter) {
   PixelOp op;
   op.kind = PixelOpKind::kRandAugment;
