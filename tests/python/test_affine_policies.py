@@ -373,3 +373,23 @@ def test_loader_with_policies_same_seed_same_bytes_at_any_thread_count(dataset):
     with feedline.Loader(dataset, batch_size=16, transform=plain, seed=9, num_threads=2) as loader:
         base = torch.cat([x for x, _ in loader])
     assert not torch.equal(base, out[0])  # the ops ran
+
+
+def test_fused_path_equals_the_drawn_steps_on_the_resampled_pixels():
+    """Decode + resize + the policies and warps in one op, against the same
+    draws applied one by one (apply_pixel_steps) to the plain resample."""
+    compose = T.Compose([T.Resize((96, 128)), AA.TrivialAugmentWide(), AA.RandAugment(),
+                         T.RandomAffine(20, translate=(0.2, 0.1), scale=(0.8, 1.2), shear=5,
+                                        interpolation=IM.BILINEAR), T.PILToTensor()])
+    t = translate(compose).transform
+    plain = translate(T.Compose([T.Resize((96, 128)), T.PILToTensor()])).transform
+    kinds = set()
+    for path, seed in itertools.product(sorted(PHOTOS.glob("*.png")), range(6)):
+        data = path.read_bytes()
+        got = torch.frombuffer(bytearray(_C.transform_image(data, t, seed=seed)), dtype=torch.uint8)
+        base = np.frombuffer(_C.transform_image(data, plain), dtype=np.uint8).reshape(3, 96, 128).copy()
+        steps = _C.draw_pixel_steps(t.pixel_ops, seed=seed)
+        kinds |= {s.kind.name for s in steps}
+        want = torch.from_numpy(_C.apply_pixel_steps(steps, base))
+        assert torch.equal(got.view(3, 96, 128), want), (path.name, seed)
+    assert "AFFINE" in kinds and len(kinds) >= 3
