@@ -118,8 +118,8 @@ enum class PixelOpKind {
   kGaussianBlur,     // GaussianBlur(kernel_size, sigma)
   // Geometry on the 8-bit pixels, same size out (expand=False), with
   // torchvision's tensor-path sampling (src/image/affine.h).
-  kRotation,            // RandomRotation(degrees, interpolation, fill)
-  kAffine,              // RandomAffine(degrees, translate, scale, shear, interpolation, fill)
+  kRotation,  // RandomRotation(degrees, interpolation, fill)
+  kAffine,    // RandomAffine(degrees, translate, scale, shear, interpolation, fill)
   // Policies: torchvision v2's op sets, magnitude bins and signs.
   kTrivialAugmentWide,  // TrivialAugmentWide(num_magnitude_bins, interpolation, fill)
   kRandAugment,         // RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)

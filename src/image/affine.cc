@@ -15,10 +15,13 @@ double Degrees(double radians) { return radians * 180.0 / std::numbers::pi; }
 
 // The value v2's _apply_grid_transform writes: round half to even of the
 // float32 result, clamped to the uint8 range (bilinear stays in it).
-inline uint8_t ToUint8(float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f)); }
+inline uint8_t ToUint8(float v) {
+  return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
+}
 
 // rotate_image's fast paths (center None): exact copies, no sampling.
-bool RotateExactly(double angle, uint32_t w, uint32_t h, uint8_t* chw, std::vector<uint8_t>* scratch) {
+bool RotateExactly(double angle, uint32_t w, uint32_t h, uint8_t* chw,
+                   std::vector<uint8_t>* scratch) {
   double a = std::fmod(angle, 360.0);
   if (a < 0) a += 360.0;
   const size_t n = size_t{w} * h;
@@ -187,8 +190,8 @@ Status CheckGeometricPixelOp(const PixelOp& op) {
     if (!Ordered(op.degrees)) return InvalidArgumentError("degrees must be a range lo <= hi");
   }
   if (op.kind == PixelOpKind::kAffine) {
-    if (op.has_translate && !(op.translate[0] >= 0 && op.translate[0] <= 1 && op.translate[1] >= 0 &&
-                              op.translate[1] <= 1)) {
+    if (op.has_translate && !(op.translate[0] >= 0 && op.translate[0] <= 1 &&
+                              op.translate[1] >= 0 && op.translate[1] <= 1)) {
       return InvalidArgumentError("translate values should be between 0 and 1");
     }
     if (op.has_scale && !(Ordered(op.scale_range) && op.scale_range[0] > 0)) {
@@ -219,8 +222,20 @@ namespace {
 
 // The ops of TrivialAugmentWide and RandAugment, in torchvision's order.
 enum class PolicyOp {
-  kIdentity, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor, kContrast,
-  kSharpness, kPosterize, kSolarize, kAutoContrast, kEqualize,
+  kIdentity,
+  kShearX,
+  kShearY,
+  kTranslateX,
+  kTranslateY,
+  kRotate,
+  kBrightness,
+  kColor,
+  kContrast,
+  kSharpness,
+  kPosterize,
+  kSolarize,
+  kAutoContrast,
+  kEqualize,
 };
 constexpr uint32_t kNumPolicyOps = 14;
 
@@ -270,10 +285,18 @@ void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, 
       s.rotate = true;
       s.angle = signed_mag(wide ? 135.0 : 30.0);
       break;
-    case PolicyOp::kBrightness: steps->push_back({PixelStepKind::kBrightness, 1.0 + signed_mag(colour_hi)}); return;
-    case PolicyOp::kColor: steps->push_back({PixelStepKind::kSaturation, 1.0 + signed_mag(colour_hi)}); return;
-    case PolicyOp::kContrast: steps->push_back({PixelStepKind::kContrast, 1.0 + signed_mag(colour_hi)}); return;
-    case PolicyOp::kSharpness: steps->push_back({PixelStepKind::kSharpness, 1.0 + signed_mag(colour_hi)}); return;
+    case PolicyOp::kBrightness:
+      steps->push_back({PixelStepKind::kBrightness, 1.0 + signed_mag(colour_hi)});
+      return;
+    case PolicyOp::kColor:
+      steps->push_back({PixelStepKind::kSaturation, 1.0 + signed_mag(colour_hi)});
+      return;
+    case PolicyOp::kContrast:
+      steps->push_back({PixelStepKind::kContrast, 1.0 + signed_mag(colour_hi)});
+      return;
+    case PolicyOp::kSharpness:
+      steps->push_back({PixelStepKind::kSharpness, 1.0 + signed_mag(colour_hi)});
+      return;
     case PolicyOp::kPosterize: {
       // 8 - (arange(bins) / ((bins - 1) / k)).round().int(), in float32.
       const auto div = static_cast<float>((bins - 1) / (wide ? 6.0 : 4.0));

@@ -227,9 +227,9 @@ TEST(AffineTest, TrivialAugmentWideDrawsEveryOpAndBinValues) {
     if (s.kind == PixelStepKind::kPosterize) posterize.insert(s.value);
   }
   // 14 ops (shear counted by axis; a zero shear bin is a no-op affine).
-  for (const char* name : {"Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
-                           "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
-                           "AutoContrast", "Equalize"}) {
+  for (const char* name :
+       {"Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+        "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"}) {
     EXPECT_GT(seen[name], 150) << name;  // ~286 expected each
   }
   for (double b : brightness) {
