@@ -273,9 +273,14 @@ class Pipeline {
         MapLut([mask](int, uint8_t v) { return static_cast<uint8_t>(v & mask); });
         break;
       }
-      case PixelStepKind::kSolarize:
-        MapLut([&](int, uint8_t v) { return v >= s.value ? static_cast<uint8_t>(255 - v) : v; });
+      case PixelStepKind::kSolarize: {
+        // torch compares a uint8 tensor with a float threshold in float32.
+        const auto threshold = static_cast<float>(s.value);
+        MapLut([threshold](int, uint8_t v) {
+          return static_cast<float>(v) >= threshold ? static_cast<uint8_t>(255 - v) : v;
+        });
         break;
+      }
       case PixelStepKind::kAutocontrast: Autocontrast(); break;
       case PixelStepKind::kEqualize: Equalize(); break;
       case PixelStepKind::kGrayscale: Grayscale(); break;

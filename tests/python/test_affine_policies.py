@@ -274,11 +274,14 @@ def test_policy_steps_equal_torchvisions_apply_op(photos):
                else ft.RandAugment(num_ops=1, magnitude=17, fill=fill)).op()
         seen = set()
         for steps in _policy_draws(fop, 600, seed=8):
-            if not steps or (_name(steps[0]), steps[0].value > 1) in seen:
+            # Each op once per sign, and Solarize / Posterize at every value drawn (a threshold on an
+            # integer is where float32 vs double comparison shows).
+            key = lambda s: (_name(s), s.value if s.kind.name in ("SOLARIZE", "POSTERIZE") else s.value > 1)
+            if not steps or key(steps[0]) in seen:
                 continue
             s = steps[0]
             name = _name(s)
-            seen.add((name, s.value > 1))
+            seen.add(key(s))
             m = _magnitude(s, (h, w))
             if name == "Solarize":
                 m = s.value
@@ -286,6 +289,8 @@ def test_policy_steps_equal_torchvisions_apply_op(photos):
             want = AA._apply_op(img, name, m, interpolation=IM.NEAREST, fill=fill)
             mean, mx, share = diff(got, want)
             assert mean <= 0.5 and share <= 0.005, (name, m, fill, mean, mx, share)
+            if name not in ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"):
+                assert mx == 0, (name, m, fill, mx)  # the colour ops are bit-exact
         assert {n for n, _ in seen} >= {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
                                         "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast",
                                         "Equalize"}
