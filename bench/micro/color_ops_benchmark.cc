@@ -5,7 +5,7 @@
 // "none" row is the copy + conversion every row includes, so an op's own
 // cost is its row minus that one (docs/augmentations.md's cost table).
 //
-//   BM_PixelOp/<case>
+//   BM_PixelOp/<case> (the last three: the affine warp, src/image/affine.cc)
 //   BM_RandomErasing/<constant, random>, BM_BatchMix/<mixup, cutmix>/<f32, bf16>
 #include <benchmark/benchmark.h>
 
@@ -53,6 +53,18 @@ struct Case {
   std::vector<PixelStep> steps;
 };
 
+// A warp (src/image/affine.cc): rotate or affine, NEAREST or BILINEAR.
+PixelStep Warp(bool rotate, WarpInterpolation interpolation, bool fill) {
+  PixelStep s;
+  s.kind = PixelStepKind::kAffine;
+  s.rotate = rotate;
+  s.angle = 17.3;
+  if (!rotate) s.translate_x = 5, s.scale = 1.1, s.shear_x = 8;
+  s.interpolation = interpolation;
+  s.has_fill = fill;
+  return s;
+}
+
 const std::vector<Case>& Cases() {
   using K = PixelStepKind;
   static const std::vector<Case> cases = {
@@ -78,6 +90,9 @@ const std::vector<Case>& Cases() {
         {K::kPosterize, 5},
         {K::kAutocontrast},
         {K::kEqualize}}},
+      {"rotate_nearest", {Warp(true, WarpInterpolation::kNearest, false)}},
+      {"rotate_bilinear", {Warp(true, WarpInterpolation::kBilinear, true)}},
+      {"affine_bilinear", {Warp(false, WarpInterpolation::kBilinear, true)}},
   };
   return cases;
 }
@@ -100,7 +115,7 @@ void BM_PixelOp(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kSide * kSide);
   state.SetLabel(c.name);
 }
-BENCHMARK(BM_PixelOp)->DenseRange(0, 15);
+BENCHMARK(BM_PixelOp)->DenseRange(0, 18);
 
 // RandomErasing on a float32 224x224 output (issue 17): the draw and the
 // write of one rectangle (p = 1, torchvision's default scale and ratio),

@@ -118,7 +118,17 @@ enum class PixelOpKind {
   kEqualize,         // RandomEqualize(p)
   kAdjustSharpness,  // RandomAdjustSharpness(sharpness_factor, p)
   kGaussianBlur,     // GaussianBlur(kernel_size, sigma)
+  // Geometry on the 8-bit pixels, same size out (expand=False), with
+  // torchvision's tensor-path sampling (src/image/affine.h).
+  kRotation,  // RandomRotation(degrees, interpolation, fill)
+  kAffine,    // RandomAffine(degrees, translate, scale, shear, interpolation, fill)
+  // Policies: torchvision v2's op sets, magnitude bins and signs.
+  kTrivialAugmentWide,  // TrivialAugmentWide(num_magnitude_bins, interpolation, fill)
+  kRandAugment,         // RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)
 };
+
+// Sampling of the geometric ops (torchvision's grid_sample modes).
+enum class WarpInterpolation { kNearest, kBilinear };
 
 // A transform as the user wrote it (random parameters still to draw).
 struct FEEDLINE_EXPORT PixelOp {
@@ -134,6 +144,24 @@ struct FEEDLINE_EXPORT PixelOp {
   double factor = 1.0;                           // kAdjustSharpness: sharpness_factor >= 0
   uint32_t kernel_width = 3, kernel_height = 3;  // kGaussianBlur: odd, positive
   std::array<double, 2> sigma = {0.1, 2.0};      // kGaussianBlur: uniform draw, 0 < lo <= hi
+  // kRotation, kAffine: ranges as torchvision holds them after parsing
+  // (degrees=30 is {-30, 30}; shear=10 is x in {-10, 10}, no y shear).
+  // translate: maximal fractions of the width and height.
+  std::array<double, 2> degrees = {0, 0};
+  bool has_translate = false, has_scale = false, has_shear = false, has_shear_y = false;
+  std::array<double, 2> translate = {0, 0};
+  std::array<double, 2> scale_range = {1, 1};
+  std::array<double, 4> shear = {0, 0, 0, 0};  // x lo, x hi, y lo, y hi
+  // kRotation, kAffine and the policies: sampling, and the value of pixels
+  // from outside the image (per channel; has_fill false is torchvision's
+  // fill=None: zero padding without the mask blend).
+  WarpInterpolation interpolation = WarpInterpolation::kNearest;
+  bool has_fill = false;
+  std::array<double, 3> fill = {0, 0, 0};
+  // The policies.
+  uint32_t num_ops = 2;              // kRandAugment
+  uint32_t magnitude = 9;            // kRandAugment: a bin index < num_magnitude_bins
+  uint32_t num_magnitude_bins = 31;  // kRandAugment, kTrivialAugmentWide: >= 2
 };
 
 // One concrete step with its drawn parameter.
@@ -150,11 +178,31 @@ enum class PixelStepKind {
   kEqualize,
   kSharpness,
   kGaussianBlur,
+  kAffine,  // torchvision's affine() or rotate() with the fields below
+};
+// How a kAffine step's translate_x / translate_y become whole pixels of the
+// image it is applied to (W x H).
+enum class AffineTranslate {
+  kPixels,         // as given (whole pixels)
+  kRoundFraction,  // round_half_even(t * W): RandomAffine's draw
+  kRandAugment,    // +-bin: int(linspace_f32(0, 150 / 331 * W, bins)[bin])
 };
 struct FEEDLINE_EXPORT PixelStep {
   PixelStepKind kind = PixelStepKind::kBrightness;
   double value = 0;                              // the factor, hue shift, threshold, bits or sigma
   uint32_t kernel_width = 0, kernel_height = 0;  // kGaussianBlur
+  // kAffine: F.affine(angle, translate, scale, shear) in degrees, or with
+  // `rotate` F.rotate(angle) (counter-clockwise, its exact fast paths for
+  // multiples of 90). corner_center: center=[0, 0] (the policies' shears)
+  // instead of the image centre. magnitude_bins: for kRandAugment.
+  double angle = 0, scale = 1, shear_x = 0, shear_y = 0;
+  double translate_x = 0, translate_y = 0;
+  AffineTranslate translate_unit = AffineTranslate::kPixels;
+  uint32_t magnitude_bins = 0;
+  bool rotate = false, corner_center = false;
+  WarpInterpolation interpolation = WarpInterpolation::kNearest;
+  bool has_fill = false;
+  std::array<double, 3> fill = {0, 0, 0};
 };
 
 // InvalidArgument naming the op and parameter for parameters torchvision
@@ -164,7 +212,9 @@ FEEDLINE_EXPORT Status CheckPixelOps(std::span<const PixelOp> ops);
 // The steps `ops` become for one sample, drawing from `rng` as torchvision
 // draws (ColorJitter: a random permutation of its four factors, each factor
 // uniform in its range; Random*: applied with probability p; GaussianBlur:
-// sigma uniform). Appends to `steps`.
+// sigma uniform; RandomRotation / RandomAffine: get_params' parameters;
+// the policies: their ops, bins and signs, one kAffine or colour step per
+// op, none for Identity). Appends to `steps`.
 FEEDLINE_EXPORT void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng,
                                     std::vector<PixelStep>* steps);
 

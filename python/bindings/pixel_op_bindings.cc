@@ -269,7 +269,18 @@ void RegisterPixelOps(py::module_& m) {
       .value("AUTOCONTRAST", PixelOpKind::kAutocontrast)
       .value("EQUALIZE", PixelOpKind::kEqualize)
       .value("ADJUST_SHARPNESS", PixelOpKind::kAdjustSharpness)
-      .value("GAUSSIAN_BLUR", PixelOpKind::kGaussianBlur);
+      .value("GAUSSIAN_BLUR", PixelOpKind::kGaussianBlur)
+      .value("ROTATION", PixelOpKind::kRotation)
+      .value("AFFINE", PixelOpKind::kAffine)
+      .value("TRIVIAL_AUGMENT_WIDE", PixelOpKind::kTrivialAugmentWide)
+      .value("RAND_AUGMENT", PixelOpKind::kRandAugment);
+  py::enum_<WarpInterpolation>(m, "WarpInterpolation")
+      .value("NEAREST", WarpInterpolation::kNearest)
+      .value("BILINEAR", WarpInterpolation::kBilinear);
+  py::enum_<AffineTranslate>(m, "AffineTranslate")
+      .value("PIXELS", AffineTranslate::kPixels)
+      .value("ROUND_FRACTION", AffineTranslate::kRoundFraction)
+      .value("RAND_AUGMENT", AffineTranslate::kRandAugment);
   py::class_<PixelOp>(m, "PixelOp")
       .def(py::init<>())
       .def_readwrite("kind", &PixelOp::kind)
@@ -287,7 +298,21 @@ void RegisterPixelOps(py::module_& m) {
       .def_readwrite("factor", &PixelOp::factor)
       .def_readwrite("kernel_width", &PixelOp::kernel_width)
       .def_readwrite("kernel_height", &PixelOp::kernel_height)
-      .def_readwrite("sigma", &PixelOp::sigma);
+      .def_readwrite("sigma", &PixelOp::sigma)
+      .def_readwrite("degrees", &PixelOp::degrees)
+      .def_readwrite("has_translate", &PixelOp::has_translate)
+      .def_readwrite("has_scale", &PixelOp::has_scale)
+      .def_readwrite("has_shear", &PixelOp::has_shear)
+      .def_readwrite("has_shear_y", &PixelOp::has_shear_y)
+      .def_readwrite("translate", &PixelOp::translate)
+      .def_readwrite("scale_range", &PixelOp::scale_range)
+      .def_readwrite("shear", &PixelOp::shear)
+      .def_readwrite("interpolation", &PixelOp::interpolation)
+      .def_readwrite("has_fill", &PixelOp::has_fill)
+      .def_readwrite("fill", &PixelOp::fill)
+      .def_readwrite("num_ops", &PixelOp::num_ops)
+      .def_readwrite("magnitude", &PixelOp::magnitude)
+      .def_readwrite("num_magnitude_bins", &PixelOp::num_magnitude_bins);
   py::enum_<PixelStepKind>(m, "PixelStepKind")
       .value("BRIGHTNESS", PixelStepKind::kBrightness)
       .value("CONTRAST", PixelStepKind::kContrast)
@@ -300,7 +325,8 @@ void RegisterPixelOps(py::module_& m) {
       .value("AUTOCONTRAST", PixelStepKind::kAutocontrast)
       .value("EQUALIZE", PixelStepKind::kEqualize)
       .value("SHARPNESS", PixelStepKind::kSharpness)
-      .value("GAUSSIAN_BLUR", PixelStepKind::kGaussianBlur);
+      .value("GAUSSIAN_BLUR", PixelStepKind::kGaussianBlur)
+      .value("AFFINE", PixelStepKind::kAffine);
   py::class_<PixelStep>(m, "PixelStep")
       .def(py::init<>())
       .def(py::init([](PixelStepKind kind, double value, uint32_t kw, uint32_t kh) {
@@ -311,7 +337,20 @@ void RegisterPixelOps(py::module_& m) {
       .def_readwrite("kind", &PixelStep::kind)
       .def_readwrite("value", &PixelStep::value)
       .def_readwrite("kernel_width", &PixelStep::kernel_width)
-      .def_readwrite("kernel_height", &PixelStep::kernel_height);
+      .def_readwrite("kernel_height", &PixelStep::kernel_height)
+      .def_readwrite("angle", &PixelStep::angle)
+      .def_readwrite("scale", &PixelStep::scale)
+      .def_readwrite("shear_x", &PixelStep::shear_x)
+      .def_readwrite("shear_y", &PixelStep::shear_y)
+      .def_readwrite("translate_x", &PixelStep::translate_x)
+      .def_readwrite("translate_y", &PixelStep::translate_y)
+      .def_readwrite("translate_unit", &PixelStep::translate_unit)
+      .def_readwrite("magnitude_bins", &PixelStep::magnitude_bins)
+      .def_readwrite("rotate", &PixelStep::rotate)
+      .def_readwrite("corner_center", &PixelStep::corner_center)
+      .def_readwrite("interpolation", &PixelStep::interpolation)
+      .def_readwrite("has_fill", &PixelStep::has_fill)
+      .def_readwrite("fill", &PixelStep::fill);
   // The steps `ops` become for sample `sample_id` of `epoch` under `seed`
   // (the loader's draws for an op's stream), for statistical tests.
   m.def(

@@ -45,6 +45,19 @@ class PixelOpKind:
     EQUALIZE: PixelOpKind
     ADJUST_SHARPNESS: PixelOpKind
     GAUSSIAN_BLUR: PixelOpKind
+    ROTATION: PixelOpKind
+    AFFINE: PixelOpKind
+    TRIVIAL_AUGMENT_WIDE: PixelOpKind
+    RAND_AUGMENT: PixelOpKind
+
+class WarpInterpolation:
+    NEAREST: WarpInterpolation
+    BILINEAR: WarpInterpolation
+
+class AffineTranslate:
+    PIXELS: AffineTranslate
+    ROUND_FRACTION: AffineTranslate
+    RAND_AUGMENT: AffineTranslate
 
 class PixelOp:
     """A colour or pixel op as written (random parameters still to draw)."""
@@ -64,6 +77,20 @@ class PixelOp:
     kernel_width: int
     kernel_height: int
     sigma: List[float]
+    degrees: List[float]
+    has_translate: bool
+    has_scale: bool
+    has_shear: bool
+    has_shear_y: bool
+    translate: List[float]
+    scale_range: List[float]
+    shear: List[float]
+    interpolation: WarpInterpolation
+    has_fill: bool
+    fill: List[float]
+    num_ops: int
+    magnitude: int
+    num_magnitude_bins: int
     def __init__(self) -> None: ...
 
 class PixelStepKind:
@@ -79,6 +106,7 @@ class PixelStepKind:
     EQUALIZE: PixelStepKind
     SHARPNESS: PixelStepKind
     GAUSSIAN_BLUR: PixelStepKind
+    AFFINE: PixelStepKind
 
 class PixelStep:
     """One concrete step with its drawn parameter."""
@@ -86,6 +114,19 @@ class PixelStep:
     value: float
     kernel_width: int
     kernel_height: int
+    angle: float
+    scale: float
+    shear_x: float
+    shear_y: float
+    translate_x: float
+    translate_y: float
+    translate_unit: AffineTranslate
+    magnitude_bins: int
+    rotate: bool
+    corner_center: bool
+    interpolation: WarpInterpolation
+    has_fill: bool
+    fill: List[float]
     @overload
     def __init__(self) -> None: ...
     @overload

@@ -7,7 +7,7 @@ Each op is described by a dict of PixelOp fields, so that the translation
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -19,7 +19,11 @@ Fields = Dict[str, Any]
 def make_op(fields: Fields) -> _C.PixelOp:
     op = _C.PixelOp()
     for key, value in fields.items():
-        setattr(op, key, getattr(_C.PixelOpKind, value) if key == "kind" else value)
+        if key == "kind":
+            value = getattr(_C.PixelOpKind, value)
+        elif key == "interpolation":
+            value = getattr(_C.WarpInterpolation, value)
+        setattr(op, key, value)
     return op
 
 
@@ -199,8 +203,146 @@ class GaussianBlur(PixelTransform):
         _C.check_pixel_ops([self.op()])
 
 
+class _NotNative(ValueError):
+    """A parameter the native op does not support (the message names it)."""
+
+
+# InterpolationMode values (and the PIL constants torchvision accepts) the
+# warp supports.
+_WARP_INTERPOLATION = {"nearest": "NEAREST", "bilinear": "BILINEAR", 0: "NEAREST", 2: "BILINEAR"}
+
+
+def _warp_interpolation(mode: Any) -> str:
+    key = getattr(mode, "value", mode)
+    if key not in _WARP_INTERPOLATION:
+        raise _NotNative(f"interpolation {getattr(mode, 'name', mode)} is not native for rotations and affine "
+                         "warps (NEAREST and BILINEAR are, as on torchvision tensors)")
+    return _WARP_INTERPOLATION[key]
+
+
+def _fill_fields(fill: Any) -> Fields:
+    """torchvision's fill for a uint8 RGB tensor: None (zero padding, no
+    mask blend), a number, or 1 or 3 values."""
+    if fill is None:
+        return {"has_fill": False}
+    if isinstance(fill, dict):
+        raise _NotNative("fill given per type (a dict): not native")
+    if isinstance(fill, (int, float)):
+        values = [float(fill)] * 3
+    else:
+        v = [float(f) for f in fill]
+        if len(v) not in (1, 3):
+            raise ValueError(f"fill has {len(v)} values for 3 channels (1 or 3 are accepted)")
+        values = v * (3 // len(v))
+    return {"has_fill": True, "fill": values}
+
+
+def _range(value: Any, name: str, sizes: Tuple[int, ...] = (2,)) -> List[float]:
+    """torchvision's _setup_angle: a number v is [-v, v] (v >= 0), a
+    sequence of an accepted length is taken as is."""
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"If {name} is a single number, it must be positive.")
+        return [-float(value), float(value)]
+    v = [float(x) for x in value]
+    if len(v) not in sizes:
+        raise ValueError(f"{name} should be a sequence of length {' or '.join(map(str, sizes))}.")
+    return v
+
+
+def rotation_fields(degrees: Any, interpolation: Any, expand: bool, center: Any, fill: Any) -> Fields:
+    if expand:
+        raise _NotNative("expand=True changes the output size per angle: not native (expand=False is)")
+    if center is not None:
+        raise _NotNative(f"center={list(center)}: a custom centre is not native (center=None is)")
+    return {"kind": "ROTATION", "degrees": _range(degrees, "degrees"),
+            "interpolation": _warp_interpolation(interpolation), **_fill_fields(fill)}
+
+
+def affine_fields(degrees: Any, translate: Any, scale: Any, shear: Any, interpolation: Any, fill: Any,
+                  center: Any) -> Fields:
+    if center is not None:
+        raise _NotNative(f"center={list(center)}: a custom centre is not native (center=None is)")
+    f: Fields = {"kind": "AFFINE", "degrees": _range(degrees, "degrees"),
+                 "interpolation": _warp_interpolation(interpolation), **_fill_fields(fill)}
+    if translate is not None:
+        t = [float(v) for v in translate]
+        if len(t) != 2 or not all(0.0 <= v <= 1.0 for v in t):
+            raise ValueError("translate should be a sequence of 2 values between 0 and 1")
+        f.update(has_translate=True, translate=t)
+    if scale is not None:
+        sc = [float(v) for v in scale]
+        if len(sc) != 2 or not all(v > 0 for v in sc):
+            raise ValueError("scale should be a sequence of 2 positive values")
+        f.update(has_scale=True, scale_range=sc)
+    if shear is not None:
+        sh = _range(shear, "shear", (2, 4))
+        f.update(has_shear=True, has_shear_y=len(sh) == 4, shear=(sh + [0.0, 0.0])[:4])
+    return f
+
+
+def policy_fields(kind: str, interpolation: Any, fill: Any, num_magnitude_bins: int, num_ops: int = 2,
+                  magnitude: int = 9) -> Fields:
+    f: Fields = {"kind": kind, "interpolation": _warp_interpolation(interpolation), **_fill_fields(fill),
+                 "num_magnitude_bins": int(num_magnitude_bins)}
+    if kind == "RAND_AUGMENT":
+        if not isinstance(num_ops, int) or num_ops < 0:
+            raise ValueError(f"num_ops should be a non-negative integer, but got {num_ops} instead.")
+        f.update(num_ops=int(num_ops), magnitude=int(magnitude))
+    return f
+
+
+class RandomRotation(PixelTransform):
+    """torchvision RandomRotation(degrees, interpolation, expand=False,
+    center=None, fill): an angle uniform in degrees, counter-clockwise,
+    same size out; torchvision's tensor-path sampling."""
+
+    def __init__(self, degrees: Any, interpolation: Any = "nearest", expand: bool = False, center: Any = None,
+                 fill: Any = 0) -> None:
+        self._args = {"degrees": degrees, "interpolation": interpolation, "expand": expand, "center": center,
+                      "fill": fill}
+        self.fields = rotation_fields(degrees, interpolation, expand, center, fill)
+        _C.check_pixel_ops([self.op()])
+
+
+class RandomAffine(PixelTransform):
+    """torchvision RandomAffine(degrees, translate, scale, shear,
+    interpolation, fill): parameters drawn as its get_params, around the
+    image centre, same size out; torchvision's tensor-path sampling."""
+
+    def __init__(self, degrees: Any, translate: Any = None, scale: Any = None, shear: Any = None,
+                 interpolation: Any = "nearest", fill: Any = 0, center: Any = None) -> None:
+        self._args = {"degrees": degrees, "translate": translate, "scale": scale, "shear": shear,
+                      "interpolation": interpolation, "fill": fill, "center": center}
+        self.fields = affine_fields(degrees, translate, scale, shear, interpolation, fill, center)
+        _C.check_pixel_ops([self.op()])
+
+
+class TrivialAugmentWide(PixelTransform):
+    """torchvision TrivialAugmentWide: one op of its 14, uniformly, at a
+    uniform magnitude bin, signed at random (torchvision v2's op set)."""
+
+    def __init__(self, num_magnitude_bins: int = 31, interpolation: Any = "nearest", fill: Any = None) -> None:
+        self._args = {"num_magnitude_bins": num_magnitude_bins, "interpolation": interpolation, "fill": fill}
+        self.fields = policy_fields("TRIVIAL_AUGMENT_WIDE", interpolation, fill, num_magnitude_bins)
+        _C.check_pixel_ops([self.op()])
+
+
+class RandAugment(PixelTransform):
+    """torchvision RandAugment: num_ops ops of its 14, uniformly, each at
+    bin `magnitude`, signed at random (torchvision v2's op set)."""
+
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: Any = "nearest", fill: Any = None) -> None:
+        self._args = {"num_ops": num_ops, "magnitude": magnitude, "num_magnitude_bins": num_magnitude_bins,
+                      "interpolation": interpolation, "fill": fill}
+        self.fields = policy_fields("RAND_AUGMENT", interpolation, fill, num_magnitude_bins, num_ops, magnitude)
+        _C.check_pixel_ops([self.op()])
+
+
 PIXEL_CLASSES = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert", "RandomPosterize", "RandomSolarize",
-                 "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "GaussianBlur")
+                 "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "GaussianBlur",
+                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment")
 
 
 def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
@@ -214,6 +356,19 @@ def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
         return {"kind": "GRAYSCALE", "p": 1.0}, ""
     if name == "GaussianBlur":
         return blur_fields(m.kernel_size, m.sigma), ""
+    if name in ("RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment"):
+        try:
+            if name == "RandomRotation":
+                return rotation_fields(m.degrees, m.interpolation, m.expand, m.center, m.fill), ""
+            if name == "RandomAffine":
+                return affine_fields(m.degrees, m.translate, m.scale, m.shear, m.interpolation, m.fill,
+                                     getattr(m, "center", None)), ""
+            if name == "TrivialAugmentWide":
+                return policy_fields("TRIVIAL_AUGMENT_WIDE", m.interpolation, m.fill, m.num_magnitude_bins), ""
+            return policy_fields("RAND_AUGMENT", m.interpolation, m.fill, m.num_magnitude_bins, m.num_ops,
+                                 m.magnitude), ""
+        except _NotNative as e:
+            return None, str(e)
     kinds = {"RandomGrayscale": "GRAYSCALE", "RandomInvert": "INVERT", "RandomAutocontrast": "AUTOCONTRAST",
              "RandomEqualize": "EQUALIZE", "RandomPosterize": "POSTERIZE", "RandomSolarize": "SOLARIZE",
              "RandomAdjustSharpness": "ADJUST_SHARPNESS"}

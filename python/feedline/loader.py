@@ -108,7 +108,7 @@ class Loader:
             or a torchvision Compose (v1 or v2) or one of its members,
             translated into the native transform with its parameters
             (feedline.transforms.from_torchvision); members with no native
-            equivalent (your own classes, lambdas, RandomRotation, ...) run
+            equivalent (your own classes, lambdas, RandomPerspective, ...) run
             as Python ops on the worker threads, given what torchvision
             would give them there (docs/python_ops.md); the output shape is
             learned by running the first sample once at creation.

@@ -28,13 +28,17 @@ from ._pixel import (
     GaussianBlur,
     Grayscale,
     PixelTransform,
+    RandAugment,
     RandomAdjustSharpness,
+    RandomAffine,
     RandomAutocontrast,
     RandomEqualize,
     RandomGrayscale,
     RandomInvert,
     RandomPosterize,
+    RandomRotation,
     RandomSolarize,
+    TrivialAugmentWide,
 )
 from ._tv import Translation, UnsupportedMember, UnsupportedTransformError, from_torchvision, translate
 
@@ -43,7 +47,7 @@ __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "image
            "IMAGENET_STD", "PixelTransform", "ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert",
            "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
            "GaussianBlur", "with_pixel_ops", "RandomErasing", "with_random_erasing", "MixUp", "CutMix",
-           "RandomChoice"]
+           "RandomChoice", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <string>
 
+#include "src/image/affine.h"
 #include "src/image/half.h"
 
 namespace feedline {
@@ -26,6 +27,10 @@ std::string_view PixelOpName(PixelOpKind k) {
     case PixelOpKind::kEqualize: return "RandomEqualize";
     case PixelOpKind::kAdjustSharpness: return "RandomAdjustSharpness";
     case PixelOpKind::kGaussianBlur: return "GaussianBlur";
+    case PixelOpKind::kRotation: return "RandomRotation";
+    case PixelOpKind::kAffine: return "RandomAffine";
+    case PixelOpKind::kTrivialAugmentWide: return "TrivialAugmentWide";
+    case PixelOpKind::kRandAugment: return "RandAugment";
   }
   return "pixel op";
 }
@@ -45,6 +50,11 @@ Status CheckPixelOps(std::span<const PixelOp> ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const PixelOp& op = ops[i];
     if (!(op.p >= 0 && op.p <= 1)) return Bad(i, op.kind, "p must be in [0, 1]");
+    if (image::IsGeometricPixelOp(op.kind)) {
+      const Status st = image::CheckGeometricPixelOp(op);
+      if (!st.ok()) return Bad(i, op.kind, std::string(st.message()));
+      continue;
+    }
     switch (op.kind) {
       case PixelOpKind::kColorJitter: {
         const std::pair<bool, const std::array<double, 2>*> factors[] = {
@@ -91,6 +101,10 @@ Status CheckPixelOps(std::span<const PixelOp> ops) {
 
 void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng, std::vector<PixelStep>* steps) {
   for (const PixelOp& op : ops) {
+    if (image::IsGeometricPixelOp(op.kind)) {
+      image::DrawGeometricPixelOp(op, rng, steps);
+      continue;
+    }
     switch (op.kind) {
       case PixelOpKind::kColorJitter: {
         // torchvision ColorJitter.get_params: fn_idx = randperm(4), then
@@ -259,9 +273,14 @@ class Pipeline {
         MapLut([mask](int, uint8_t v) { return static_cast<uint8_t>(v & mask); });
         break;
       }
-      case PixelStepKind::kSolarize:
-        MapLut([&](int, uint8_t v) { return v >= s.value ? static_cast<uint8_t>(255 - v) : v; });
+      case PixelStepKind::kSolarize: {
+        // torch compares a uint8 tensor with a float threshold in float32.
+        const auto threshold = static_cast<float>(s.value);
+        MapLut([threshold](int, uint8_t v) {
+          return static_cast<float>(v) >= threshold ? static_cast<uint8_t>(255 - v) : v;
+        });
         break;
+      }
       case PixelStepKind::kAutocontrast: Autocontrast(); break;
       case PixelStepKind::kEqualize: Equalize(); break;
       case PixelStepKind::kGrayscale: Grayscale(); break;
@@ -269,6 +288,11 @@ class Pipeline {
       case PixelStepKind::kHue: Hue(static_cast<float>(s.value)); break;
       case PixelStepKind::kSharpness: Sharpness(ratio, one_minus); break;
       case PixelStepKind::kGaussianBlur: Blur(s); break;
+      case PixelStepKind::kAffine:
+        Flush();
+        ApplyAffineStep(s, w_, h_, px_, &scratch_->bytes);
+        hist_valid_ = false;
+        break;
     }
   }
 

@@ -320,6 +320,14 @@ class ImageOp final : public SampleOp {
       fp.Add(uint64_t{op.bits}).Add(op.threshold).Add(op.factor);
       fp.Add(uint64_t{op.kernel_width}).Add(uint64_t{op.kernel_height});
       fp.Add(op.sigma[0]).Add(op.sigma[1]);
+      fp.Add(op.degrees[0]).Add(op.degrees[1]).Add(uint64_t{op.has_translate});
+      fp.Add(op.translate[0]).Add(op.translate[1]).Add(uint64_t{op.has_scale});
+      fp.Add(op.scale_range[0]).Add(op.scale_range[1]).Add(uint64_t{op.has_shear});
+      fp.Add(uint64_t{op.has_shear_y});
+      for (double v : op.shear) fp.Add(v);
+      fp.Add(uint64_t(op.interpolation)).Add(uint64_t{op.has_fill});
+      for (double v : op.fill) fp.Add(v);
+      fp.Add(uint64_t{op.num_ops}).Add(uint64_t{op.magnitude}).Add(uint64_t{op.num_magnitude_bins});
     }
     for (const EraseOp& op : t_.erase_ops) {
       fp.Add(std::string_view("erase")).Add(op.p).Add(op.scale[0]).Add(op.scale[1]);

@@ -252,7 +252,7 @@ class Sharpen:  # a user's own transform
 
 def unsupported_members():
     out = [
-        ("RandomRotation", lambda: T.RandomRotation(10), "no native op yet"),
+        ("RandomRotation", lambda: T.RandomRotation(10, expand=True), "expand=True"),  # native with expand=False
         # ColorJitter and GaussianBlur are native now (test_pixel_ops.py names their refusals).
         ("RandomPerspective", lambda: T.RandomPerspective(), "no native op yet"),
         # RandomErasing is native after the tensor conversion (test_batch_augment.py); on a PIL image it is not.
@@ -265,7 +265,7 @@ def unsupported_members():
         ("Resize", lambda: T.Resize(72, interpolation=T.InterpolationMode.NEAREST), "interpolation NEAREST"),
     ]
     if V2 is not None:
-        out += [("RandomRotation", lambda: V2.RandomRotation(10), "no native op yet"),
+        out += [("RandomRotation", lambda: V2.RandomRotation(10, expand=True), "expand=True"),
                 ("RandomPerspective", lambda: V2.RandomPerspective(), "no native op yet")]
     return out
 
@@ -296,7 +296,8 @@ def test_every_unsupported_member_is_named_with_position_and_reason(dataset, nam
 
 
 def test_several_unsupported_members_are_all_named():
-    compose = T.Compose([T.RandomResizedCrop(64), T.RandomRotation(5), T.ToTensor(), T.RandomVerticalFlip()])
+    compose = T.Compose([T.RandomResizedCrop(64), T.RandomRotation(5, expand=True), T.ToTensor(),
+                         T.RandomVerticalFlip()])
     with pytest.raises(UnsupportedTransformError) as e:
         from_torchvision(compose)
     assert [(m.position, m.member.split("(")[0]) for m in e.value.members] == [("1", "RandomRotation"),
