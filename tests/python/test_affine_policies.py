@@ -276,12 +276,14 @@ def test_policy_steps_equal_torchvisions_apply_op(photos):
         for steps in _policy_draws(fop, 600, seed=8):
             # Each op once per sign, and Solarize / Posterize at every value drawn (a threshold on an
             # integer is where float32 vs double comparison shows).
-            key = lambda s: (_name(s), s.value if s.kind.name in ("SOLARIZE", "POSTERIZE") else s.value > 1)
-            if not steps or key(steps[0]) in seen:
+            if not steps:
                 continue
             s = steps[0]
+            key = (_name(s), s.value if s.kind.name in ("SOLARIZE", "POSTERIZE") else s.value > 1)
+            if key in seen:
+                continue
             name = _name(s)
-            seen.add(key(s))
+            seen.add(key)
             m = _magnitude(s, (h, w))
             if name == "Solarize":
                 m = s.value
