@@ -342,7 +342,8 @@ def test_unsupported_parameters_are_named_and_run_in_python(member, param, datas
             x, _ = next(iter(loader))
         assert x.shape == (4, 3, 48, 48) and x.dtype == torch.uint8
     with pytest.raises(ValueError, match=param.split(" ")[0]):
-        kw = {"expand=True": dict(expand=True), "center=": dict(center=(3, 4))}.get(param, dict(interpolation="bicubic"))
+        kw = {"expand=True": dict(expand=True), "center=": dict(center=(3, 4))}.get(
+            param, dict(interpolation="bicubic"))
         ft.RandomRotation(10, **kw)
 
 
