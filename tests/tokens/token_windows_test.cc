@@ -174,9 +174,15 @@ TEST_F(TokenWindowsTest, AFieldSetWritesItsFieldsAndTheSameValues) {
         EXPECT_EQ(rows[i].input_ids, full[i].input_ids);
         EXPECT_EQ(rows[i].labels, full[i].labels);
         EXPECT_EQ(rows[i].position_ids.empty(), !set.position_ids);
-        if (set.position_ids) EXPECT_EQ(rows[i].position_ids, full[i].position_ids);
-        if (set.document_ids) EXPECT_EQ(rows[i].document_ids, full[i].document_ids);
-        if (set.document_starts) EXPECT_EQ(rows[i].document_starts, full[i].document_starts);
+        if (set.position_ids) {
+          EXPECT_EQ(rows[i].position_ids, full[i].position_ids);
+        }
+        if (set.document_ids) {
+          EXPECT_EQ(rows[i].document_ids, full[i].document_ids);
+        }
+        if (set.document_starts) {
+          EXPECT_EQ(rows[i].document_starts, full[i].document_starts);
+        }
       }
     }
   }
