@@ -70,7 +70,7 @@ class Grow:
 
 
 def random_compose():
-    return T.Compose([T.RandomResizedCrop(48), T.RandomRotation(30), T.ToTensor(), Noise(),
+    return T.Compose([T.RandomResizedCrop(48), T.RandomPerspective(0.3, p=1.0), T.ToTensor(), Noise(),
                       T.Normalize(MEAN, STD)])
 
 
@@ -108,7 +108,7 @@ def test_python_workers_give_the_same_bytes_as_threads_at_1_and_4_threads(datase
         for threads in (1, 4):
             with feedline.Loader(dataset, transform=random_compose(), num_threads=threads,
                                  python_workers=workers, **kw) as loader:
-                assert loader.transform_source.chain.name == "python:RandomRotation+ToTensor+Noise"
+                assert loader.transform_source.chain.name == "python:RandomPerspective+ToTensor+Noise"
                 runs[workers, threads] = [batches_bytes(loader) for _ in range(2)]  # two epochs
     assert runs[0, 1] == runs[0, 4] == runs[2, 1] == runs[2, 4]
     assert runs[0, 1][0] != runs[0, 1][1]  # another epoch draws other numbers
