@@ -176,3 +176,62 @@ class CpuClock:
             if s is not None:
                 self.seen[pid] = s
         return sum(self.seen.values())
+
+
+SHM = "/dev/shm"
+# What Python's multiprocessing leaves in /dev/shm when its process is
+# killed before its teardown: shared_memory.SharedMemory segments and
+# semaphores.
+_PY_SHM_PREFIXES = ("psm_", "sem.mp-")
+
+
+def shm_names() -> set:
+    """The names in /dev/shm now (empty where there is none)."""
+    try:
+        return set(os.listdir(SHM))
+    except OSError:
+        return set()
+
+
+def _shm_in_use() -> set:
+    """/dev/shm names some live process has open or mapped (unreadable
+    processes are skipped: this errs towards keeping a name)."""
+    used = set()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    i = line.find(SHM + "/")
+                    if i >= 0:
+                        used.add(line[i + len(SHM) + 1:].split(" ")[0].rstrip("\n"))
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(SHM + "/"):
+                    used.add(target[len(SHM) + 1:])
+        except OSError:
+            pass
+    return used
+
+
+def reclaim_python_shm(before: set) -> Tuple[int, int]:
+    """Removes the multiprocessing segments and semaphores that appeared in
+    /dev/shm since `before` (shm_names()) and that no live process holds:
+    what a benchmark subprocess that was killed, or that left with
+    os._exit, abandoned (tmpfs pages are RAM until unlinked). Returns
+    (count, bytes) removed."""
+    new = [n for n in shm_names() - before if n.startswith(_PY_SHM_PREFIXES)]
+    if not new:
+        return 0, 0
+    used = _shm_in_use()
+    count = size = 0
+    for name in new:
+        if name in used:
+            continue
+        path = os.path.join(SHM, name)
+        try:
+            size += os.stat(path).st_size
+            os.unlink(path)
+            count += 1
+        except OSError:
+            pass
+    return count, size

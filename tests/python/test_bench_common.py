@@ -171,3 +171,28 @@ def test_status_sizes_hold_the_peak_and_the_split_of_rss():
     assert s["RssAnon"] + s["RssFile"] <= s["VmRSS"]
     with pytest.raises(OSError):
         procfs.status_sizes(2**22 + 1)  # above pid_max's largest value: never a process
+
+
+def test_reclaim_python_shm_removes_what_a_killed_tree_left_and_keeps_what_is_held():
+    from multiprocessing import shared_memory
+    before = procfs.shm_names()
+    held = shared_memory.SharedMemory(create=True, size=1 << 16)  # created after `before`, still mapped here
+    try:
+        # A child and its resource tracker killed together (as the peer
+        # runner kills a peer's session) leave their segment behind.
+        code = ("from multiprocessing import shared_memory\n"
+                "s = shared_memory.SharedMemory(create=True, size=1 << 20)\n"
+                "print(s.name, flush=True)\nimport sys\nsys.stdin.read()")
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        name = proc.stdout.readline().strip()
+        os.killpg(proc.pid, 9)
+        proc.wait(timeout=60)
+        assert name in procfs.shm_names()
+        count, size = procfs.reclaim_python_shm(before)
+        assert name not in procfs.shm_names()
+        assert held.name in procfs.shm_names()
+        assert count >= 1 and size >= 1 << 20
+    finally:
+        held.close()
+        held.unlink()
