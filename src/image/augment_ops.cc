@@ -24,37 +24,10 @@ namespace feedline {
 
 namespace {
 
+using image::BFloat16ToFloat;
 using image::FloatToBFloat16;
 using image::FloatToHalf;
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
-  uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float BFloat16ToFloat(uint16_t b) {
-  const uint32_t bits = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+using image::HalfToFloat;
 
 // One element type's load, round and store.
 template <DType D>

@@ -1,7 +1,8 @@
 // Float to IEEE binary16 and to bfloat16, round to nearest even, NaN kept
 // a (quiet) NaN, overflow to infinity: the output conversions of the image
-// op (resample.cc), inline so that its per-pixel loops keep them in line.
-// Scalar; one value at a time.
+// op (resample.cc), inline so that its per-pixel loops keep them in line;
+// and back (the ops after normalisation, augment_ops.cc). Scalar; one value
+// at a time.
 #ifndef FEEDLINE_SRC_IMAGE_HALF_H_
 #define FEEDLINE_SRC_IMAGE_HALF_H_
 
@@ -40,6 +41,36 @@ inline uint16_t FloatToBFloat16(float f) {
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
   x += 0x7FFFu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
+}
+
+// And back: exact (every half and bfloat16 is a float).
+inline float HalfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float BFloat16ToFloat(uint16_t b) {
+  const uint32_t bits = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 }  // namespace feedline::image
