@@ -125,6 +125,7 @@ enum class PixelOpKind {
   // Policies: torchvision v2's op sets, magnitude bins and signs.
   kTrivialAugmentWide,  // TrivialAugmentWide(num_magnitude_bins, interpolation, fill)
   kRandAugment,         // RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)
+  kAutoAugment,         // AutoAugment(IMAGENET policy, interpolation, fill)
 };
 
 // Sampling of the geometric ops (torchvision's grid_sample modes).
@@ -161,7 +162,7 @@ struct FEEDLINE_EXPORT PixelOp {
   // The policies.
   uint32_t num_ops = 2;              // kRandAugment
   uint32_t magnitude = 9;            // kRandAugment: a bin index < num_magnitude_bins
-  uint32_t num_magnitude_bins = 31;  // kRandAugment, kTrivialAugmentWide: >= 2
+  uint32_t num_magnitude_bins = 31;  // kRandAugment, kTrivialAugmentWide: >= 2; kAutoAugment: 10
 };
 
 // One concrete step with its drawn parameter.

@@ -273,7 +273,8 @@ void RegisterPixelOps(py::module_& m) {
       .value("ROTATION", PixelOpKind::kRotation)
       .value("AFFINE", PixelOpKind::kAffine)
       .value("TRIVIAL_AUGMENT_WIDE", PixelOpKind::kTrivialAugmentWide)
-      .value("RAND_AUGMENT", PixelOpKind::kRandAugment);
+      .value("RAND_AUGMENT", PixelOpKind::kRandAugment)
+      .value("AUTO_AUGMENT", PixelOpKind::kAutoAugment);
   py::enum_<WarpInterpolation>(m, "WarpInterpolation")
       .value("NEAREST", WarpInterpolation::kNearest)
       .value("BILINEAR", WarpInterpolation::kBilinear);

@@ -49,6 +49,7 @@ class PixelOpKind:
     AFFINE: PixelOpKind
     TRIVIAL_AUGMENT_WIDE: PixelOpKind
     RAND_AUGMENT: PixelOpKind
+    AUTO_AUGMENT: PixelOpKind
 
 class WarpInterpolation:
     NEAREST: WarpInterpolation

@@ -340,9 +340,31 @@ class RandAugment(PixelTransform):
         _C.check_pixel_ops([self.op()])
 
 
+class AutoAugment(PixelTransform):
+    """torchvision AutoAugment with its ImageNet policy: one of the 25
+    sub-policies, uniformly; each of its two ops applied with its own
+    probability, at its fixed magnitude bin of 10, signed at random. The
+    CIFAR10 and SVHN policies are not native (inside a Compose they run in
+    Python)."""
+
+    def __init__(self, policy: Any = "imagenet", interpolation: Any = "nearest", fill: Any = None) -> None:
+        self._args = {"policy": policy, "interpolation": interpolation, "fill": fill}
+        _imagenet_policy(policy)
+        self.fields = policy_fields("AUTO_AUGMENT", interpolation, fill, 10)
+        _C.check_pixel_ops([self.op()])
+
+
+def _imagenet_policy(policy: Any) -> None:
+    """Accepts torchvision's AutoAugmentPolicy.IMAGENET (or "imagenet");
+    any other policy raises _NotNative naming it."""
+    name = str(getattr(policy, "value", policy)).lower()
+    if name != "imagenet":
+        raise _NotNative(f"AutoAugment policy {name!r}: only the ImageNet policy is native")
+
+
 PIXEL_CLASSES = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert", "RandomPosterize", "RandomSolarize",
                  "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "GaussianBlur",
-                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment")
+                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment")
 
 
 def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
@@ -356,13 +378,16 @@ def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
         return {"kind": "GRAYSCALE", "p": 1.0}, ""
     if name == "GaussianBlur":
         return blur_fields(m.kernel_size, m.sigma), ""
-    if name in ("RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment"):
+    if name in ("RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment"):
         try:
             if name == "RandomRotation":
                 return rotation_fields(m.degrees, m.interpolation, m.expand, m.center, m.fill), ""
             if name == "RandomAffine":
                 return affine_fields(m.degrees, m.translate, m.scale, m.shear, m.interpolation, m.fill,
                                      getattr(m, "center", None)), ""
+            if name == "AutoAugment":
+                _imagenet_policy(m.policy)
+                return policy_fields("AUTO_AUGMENT", m.interpolation, m.fill, 10), ""
             if name == "TrivialAugmentWide":
                 return policy_fields("TRIVIAL_AUGMENT_WIDE", m.interpolation, m.fill, m.num_magnitude_bins), ""
             return policy_fields("RAND_AUGMENT", m.interpolation, m.fill, m.num_magnitude_bins, m.num_ops,

@@ -24,6 +24,7 @@ import torch
 from . import _C
 from ._batch import CutMix, MixUp, RandomChoice, RandomErasing
 from ._pixel import (
+    AutoAugment,
     ColorJitter,
     GaussianBlur,
     Grayscale,
@@ -47,7 +48,8 @@ __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "image
            "IMAGENET_STD", "PixelTransform", "ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert",
            "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
            "GaussianBlur", "with_pixel_ops", "RandomErasing", "with_random_erasing", "MixUp", "CutMix",
-           "RandomChoice", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment"]
+           "RandomChoice", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment",
+           "AutoAugment"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

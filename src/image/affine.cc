@@ -169,10 +169,13 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
 
 bool IsGeometricPixelOp(PixelOpKind kind) {
   return kind == PixelOpKind::kRotation || kind == PixelOpKind::kAffine ||
-         kind == PixelOpKind::kTrivialAugmentWide || kind == PixelOpKind::kRandAugment;
+         kind == PixelOpKind::kTrivialAugmentWide || kind == PixelOpKind::kRandAugment ||
+         kind == PixelOpKind::kAutoAugment;
 }
 
 namespace {
+
+constexpr uint32_t kAutoAugmentBins = 10;  // torchvision's _augmentation_space(10, ...)
 
 bool Ordered(const std::array<double, 2>& r) {
   return std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] <= r[1];
@@ -207,6 +210,11 @@ Status CheckGeometricPixelOp(const PixelOp& op) {
       return InvalidArgumentError("num_magnitude_bins must be in 2..100000");
     }
   }
+  if (op.kind == PixelOpKind::kAutoAugment && op.num_magnitude_bins != kAutoAugmentBins) {
+    return InvalidArgumentError("AutoAugment's magnitudes come in " +
+                                std::to_string(kAutoAugmentBins) + " bins, not " +
+                                std::to_string(op.num_magnitude_bins));
+  }
   if (op.kind == PixelOpKind::kRandAugment) {
     if (op.magnitude >= op.num_magnitude_bins) {
       return InvalidArgumentError("magnitude " + std::to_string(op.magnitude) +
@@ -220,7 +228,8 @@ Status CheckGeometricPixelOp(const PixelOp& op) {
 
 namespace {
 
-// The ops of TrivialAugmentWide and RandAugment, in torchvision's order.
+// The ops of TrivialAugmentWide and RandAugment, in torchvision's order;
+// then kInvert, which only AutoAugment's sub-policies use.
 enum class PolicyOp {
   kIdentity,
   kShearX,
@@ -236,8 +245,9 @@ enum class PolicyOp {
   kSolarize,
   kAutoContrast,
   kEqualize,
+  kInvert,
 };
-constexpr uint32_t kNumPolicyOps = 14;
+constexpr uint32_t kNumPolicyOps = 14;  // the uniform draws: kIdentity .. kEqualize
 
 PixelStep AffineStep(const PixelOp& op) {
   PixelStep s;
@@ -310,14 +320,52 @@ void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, 
       return;
     case PolicyOp::kAutoContrast: steps->push_back({PixelStepKind::kAutocontrast}); return;
     case PolicyOp::kEqualize: steps->push_back({PixelStepKind::kEqualize}); return;
+    case PolicyOp::kInvert: steps->push_back({PixelStepKind::kInvert}); return;
   }
   steps->push_back(s);
 }
 
 bool IsSigned(PolicyOp op) {
   return op != PolicyOp::kIdentity && op != PolicyOp::kPosterize && op != PolicyOp::kSolarize &&
-         op != PolicyOp::kAutoContrast && op != PolicyOp::kEqualize;
+         op != PolicyOp::kAutoContrast && op != PolicyOp::kEqualize && op != PolicyOp::kInvert;
 }
+
+// AutoAugment's ImageNet policy (Cubuk et al. 2019, as torchvision holds
+// it): 25 sub-policies of two (op, probability, magnitude bin) each; bin
+// -1 for the ops without a magnitude. tests/python/test_affine_policies.py
+// compares the draws with torchvision's own table.
+struct SubPolicyOp {
+  PolicyOp op;
+  double p;
+  int bin;
+};
+constexpr std::array<std::array<SubPolicyOp, 2>, 25> kImageNetPolicy = {{
+    {{{PolicyOp::kPosterize, 0.4, 8}, {PolicyOp::kRotate, 0.6, 9}}},
+    {{{PolicyOp::kSolarize, 0.6, 5}, {PolicyOp::kAutoContrast, 0.6, -1}}},
+    {{{PolicyOp::kEqualize, 0.8, -1}, {PolicyOp::kEqualize, 0.6, -1}}},
+    {{{PolicyOp::kPosterize, 0.6, 7}, {PolicyOp::kPosterize, 0.6, 6}}},
+    {{{PolicyOp::kEqualize, 0.4, -1}, {PolicyOp::kSolarize, 0.2, 4}}},
+    {{{PolicyOp::kEqualize, 0.4, -1}, {PolicyOp::kRotate, 0.8, 8}}},
+    {{{PolicyOp::kSolarize, 0.6, 3}, {PolicyOp::kEqualize, 0.6, -1}}},
+    {{{PolicyOp::kPosterize, 0.8, 5}, {PolicyOp::kEqualize, 1.0, -1}}},
+    {{{PolicyOp::kRotate, 0.2, 3}, {PolicyOp::kSolarize, 0.6, 8}}},
+    {{{PolicyOp::kEqualize, 0.6, -1}, {PolicyOp::kPosterize, 0.4, 6}}},
+    {{{PolicyOp::kRotate, 0.8, 8}, {PolicyOp::kColor, 0.4, 0}}},
+    {{{PolicyOp::kRotate, 0.4, 9}, {PolicyOp::kEqualize, 0.6, -1}}},
+    {{{PolicyOp::kEqualize, 0.0, -1}, {PolicyOp::kEqualize, 0.8, -1}}},
+    {{{PolicyOp::kInvert, 0.6, -1}, {PolicyOp::kEqualize, 1.0, -1}}},
+    {{{PolicyOp::kColor, 0.6, 4}, {PolicyOp::kContrast, 1.0, 8}}},
+    {{{PolicyOp::kRotate, 0.8, 8}, {PolicyOp::kColor, 1.0, 2}}},
+    {{{PolicyOp::kColor, 0.8, 8}, {PolicyOp::kSolarize, 0.8, 7}}},
+    {{{PolicyOp::kSharpness, 0.4, 7}, {PolicyOp::kInvert, 0.6, -1}}},
+    {{{PolicyOp::kShearX, 0.6, 5}, {PolicyOp::kEqualize, 1.0, -1}}},
+    {{{PolicyOp::kColor, 0.4, 0}, {PolicyOp::kEqualize, 0.6, -1}}},
+    {{{PolicyOp::kEqualize, 0.4, -1}, {PolicyOp::kSolarize, 0.2, 4}}},
+    {{{PolicyOp::kSolarize, 0.6, 5}, {PolicyOp::kAutoContrast, 0.6, -1}}},
+    {{{PolicyOp::kInvert, 0.6, -1}, {PolicyOp::kEqualize, 1.0, -1}}},
+    {{{PolicyOp::kColor, 0.6, 4}, {PolicyOp::kContrast, 1.0, 8}}},
+    {{{PolicyOp::kEqualize, 0.8, -1}, {PolicyOp::kEqualize, 0.6, -1}}},
+}};
 
 }  // namespace
 
@@ -362,6 +410,19 @@ void DrawGeometricPixelOp(const PixelOp& op, SampleRng& rng, std::vector<PixelSt
         PolicyStep(op, which, op.magnitude, negative, /*wide=*/false, steps);
       }
       return;
+    case PixelOpKind::kAutoAugment: {
+      // torchvision's get_params: the sub-policy, then both probabilities
+      // and both signs, drawn up front; RandAugment's magnitude ranges.
+      const auto& sub = kImageNetPolicy[rng.UniformInt(kImageNetPolicy.size())];
+      const double prob[2] = {rng.Uniform(), rng.Uniform()};
+      const bool negative[2] = {rng.Bernoulli(0.5), rng.Bernoulli(0.5)};
+      for (int i = 0; i < 2; ++i) {
+        if (prob[i] > sub[i].p) continue;
+        const uint32_t bin = sub[i].bin < 0 ? 0 : static_cast<uint32_t>(sub[i].bin);
+        PolicyStep(op, sub[i].op, bin, IsSigned(sub[i].op) && negative[i], /*wide=*/false, steps);
+      }
+      return;
+    }
     default: return;
   }
 }

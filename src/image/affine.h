@@ -1,5 +1,5 @@
 // The geometric pixel ops (RandomRotation, RandomAffine) and the policies
-// (TrivialAugmentWide, RandAugment) on a planar 8-bit RGB image: parameter
+// (TrivialAugmentWide, RandAugment, AutoAugment) on a planar 8-bit RGB image: parameter
 // checks, torchvision's draws, and the affine warp kernel.
 //
 // The warp follows torchvision's tensor path (transforms.v2.functional

@@ -31,6 +31,7 @@ std::string_view PixelOpName(PixelOpKind k) {
     case PixelOpKind::kAffine: return "RandomAffine";
     case PixelOpKind::kTrivialAugmentWide: return "TrivialAugmentWide";
     case PixelOpKind::kRandAugment: return "RandAugment";
+    case PixelOpKind::kAutoAugment: return "AutoAugment";
   }
   return "pixel op";
 }

@@ -401,3 +401,68 @@ def test_fused_path_equals_the_drawn_steps_on_the_resampled_pixels():
         want = torch.from_numpy(_C.apply_pixel_steps(steps, base))
         assert torch.equal(got.view(3, 96, 128), want), (path.name, seed)
     assert "AFFINE" in kinds and len(kinds) >= 3
+
+
+def _step_key(s, image_size):
+    """(torchvision op name, magnitude rounded) of a drawn step."""
+    return _name(s), round(_magnitude(s, image_size), 4)
+
+
+def test_autoaugment_draws_follow_torchvisions_imagenet_policy():
+    """The ops and signed magnitudes AutoAugment draws, counted over many
+    samples, against the frequencies torchvision's own ImageNet table and
+    _augmentation_space(10) give: each sub-policy 1/25, each of its ops with
+    its probability, a signed op's sign half and half."""
+    tv = AA.AutoAugment(AA.AutoAugmentPolicy.IMAGENET)
+    space = tv._augmentation_space(10, (224, 224))
+    expected = collections.Counter()
+    for sub in tv.policies:
+        for name, p, bin_ in sub:
+            mags, signed = space[name]
+            m = float(mags[bin_]) if bin_ is not None else 0.0
+            if name == "Solarize":  # feedline holds v2's 255 * linspace(1, 0): within float32 of v1's
+                m = round(m, 1)
+            keys = [m, -m] if signed and m != 0 else [m]
+            for k in keys:
+                expected[(name, round(k, 4))] += p / 25 / len(keys)
+    n = 20000
+    op = ft.AutoAugment().op()
+    counts = collections.Counter()
+    for steps in _policy_draws(op, n, seed=5):
+        assert len(steps) <= 2
+        for s in steps:
+            name, m = _step_key(s, (224, 224))
+            counts[(name, round(m, 1) if name == "Solarize" else m)] += 1
+    assert set(counts) == {k for k, v in expected.items() if v > 0}, set(counts) ^ set(expected)
+    for key, share in expected.items():
+        got = counts[key] / n
+        sd = math.sqrt(share * (1 - share) / n)
+        assert abs(got - share) < 5 * sd + 1e-3, (key, got, share)
+
+
+def test_autoaugment_translates_natively_and_its_other_policies_run_in_python(dataset):
+    compose = T.Compose([T.RandomResizedCrop(48), AA.AutoAugment(fill=7), T.PILToTensor()])
+    op = translate(compose).transform.pixel_ops[0]
+    assert op.kind == _C.PixelOpKind.AUTO_AUGMENT and op.num_magnitude_bins == 10 and op.fill == [7, 7, 7]
+    cifar = T.Compose([T.RandomResizedCrop(48), AA.AutoAugment(AA.AutoAugmentPolicy.CIFAR10), T.PILToTensor()])
+    with pytest.raises(ft.UnsupportedTransformError, match="only the ImageNet policy is native"):
+        translate(cifar)
+    assert translate(cifar, strict=False).chain is not None
+    with pytest.raises(ValueError, match="svhn"):
+        ft.AutoAugment(policy="svhn")
+    out = []
+    for threads in (1, 4):
+        with feedline.Loader(dataset, batch_size=8, transform=compose, seed=4, num_threads=threads) as loader:
+            assert loader.transform_source.chain is None
+            out.append(torch.cat([x for x, _ in loader]))
+    assert torch.equal(out[0], out[1])
+
+
+def test_autoaugment_invert_equals_torchvisions_apply_op(photos):
+    """Invert is the one op AutoAugment adds to the policies' set."""
+    img = dict(photos)["coffee"][:, :120, :160].contiguous()
+    steps = next(st for st in _policy_draws(ft.AutoAugment().op(), 400, seed=2)
+                 if any(s.kind.name == "INVERT" for s in st))
+    inv = [s for s in steps if s.kind.name == "INVERT"]
+    assert torch.equal(fl(inv, img), AA._apply_op(img, "Invert", 0.0, interpolation=IM.NEAREST, fill=None))
+    assert ft.AutoAugment()(img).shape == img.shape
