@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "feedline/tokens.h"
+#include "src/core/check.h"
 #include "src/core/detail/endian.h"
 #include "src/tokens/mapped_file.h"
 #include "src/tokens/token_codec.h"
@@ -178,17 +179,10 @@ class FlatTokenFile final : public TokenSource {
   template <typename T, typename F>
   void ScanEos(uint64_t first, uint64_t last, F& f) const {
     const int64_t eos = *eos_;
-    if (eos < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-        eos > static_cast<int64_t>(std::numeric_limits<T>::max())) {
-      return;  // no token of this dtype can equal it
-    }
+    // OpenFlatTokenFile refuses an eos outside the dtype.
+    FEEDLINE_CHECK(eos >= 0 && eos <= static_cast<int64_t>(std::numeric_limits<T>::max()));
     const T e = static_cast<T>(eos);
     const uint8_t* base = file_->data();
-    auto at = [base](uint64_t t) {
-      T v;
-      std::memcpy(&v, base + t * sizeof(T), sizeof(T));
-      return v;
-    };
     constexpr uint64_t kBlock = 64;
     uint64_t t = first;
     while (t < last) {
@@ -199,7 +193,7 @@ class FlatTokenFile final : public TokenSource {
       for (uint64_t k = 0; k < n; ++k) hits += block[k] == e ? 1u : 0u;
       if (hits != 0) {
         for (uint64_t k = 0; k < n; ++k) {
-          if (at(t + k) == e) f(t + k);
+          if (block[k] == e) f(t + k);
         }
       }
       t += n;
@@ -211,6 +205,20 @@ class FlatTokenFile final : public TokenSource {
   std::optional<int64_t> eos_;
   uint64_t num_tokens_;
 };
+
+// The largest id a token of `dtype` can hold.
+int64_t MaxTokenId(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUInt8: return std::numeric_limits<uint8_t>::max();
+    case TokenDType::kInt8: return std::numeric_limits<int8_t>::max();
+    case TokenDType::kInt16: return std::numeric_limits<int16_t>::max();
+    case TokenDType::kUInt16: return std::numeric_limits<uint16_t>::max();
+    case TokenDType::kInt32: return std::numeric_limits<int32_t>::max();
+    case TokenDType::kUInt32: return std::numeric_limits<uint32_t>::max();
+    case TokenDType::kInt64: return std::numeric_limits<int64_t>::max();
+  }
+  return 0;
+}
 
 bool IsRegularFile(const std::string& path) {
   struct stat st {};
@@ -224,6 +232,13 @@ Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(const std::string& 
   if (options.eos_token && *options.eos_token < 0) {
     return InvalidArgumentError("token file '" + path + "': eos_token " +
                                 std::to_string(*options.eos_token) + " is not a token id (>= 0)");
+  }
+  if (options.eos_token && *options.eos_token > MaxTokenId(options.flat_dtype)) {
+    // No token could equal it: the whole file would be one document.
+    return InvalidArgumentError("token file '" + path + "': eos_token " +
+                                std::to_string(*options.eos_token) + " does not fit its dtype " +
+                                std::string(TokenDTypeName(options.flat_dtype)) + " (at most " +
+                                std::to_string(MaxTokenId(options.flat_dtype)) + ")");
   }
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   const size_t item = TokenDTypeSize(options.flat_dtype);

@@ -132,28 +132,30 @@ TEST_F(TokenReadersTest, FlatEosSplitsDocumentsAfterEachEos) {
   EXPECT_EQ((*b)->CountDocuments(), 2u);
 }
 
-// The eos scan works in blocks of 64 tokens: every dtype, eos runs across
-// block edges, windows of every offset, against a token-by-token reference;
-// an eos no token of the dtype can hold finds nothing; a negative one is
-// refused.
+// The eos scan works in blocks of 64 tokens, skipping blocks without one:
+// every dtype (signed ones too), blocks with no eos, a lone eos at either
+// edge of a block, a run across an edge and the last token, windows of
+// every offset, against a token-by-token reference.
 template <typename T>
-void ExpectEosScanMatchesTheReference(const std::string& path) {
+void ExpectEosScanMatchesTheReference(const std::string& path, TokenDType dtype) {
   std::vector<int64_t> ids(300);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7919) % 5);
-  ids[63] = ids[64] = ids[127] = ids[128] = ids[299] = 3;  // eos at block edges
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = 1 + static_cast<int64_t>(i % 2);  // never the eos
+  ids[63] = ids[64] = 3;                       // a run across an edge
+  ids[127] = 3;  // a lone eos at a block's last token; block 2 ([128, 192)) has none
+  ids[256] = 3;  // a lone eos at a block's first token
+  ids[299] = 3;  // the file's last token
   WriteFlat<T>(path, ids);
   TokenSourceOptions o;
-  o.flat_dtype = sizeof(T) == 1   ? TokenDType::kUInt8
-                 : sizeof(T) == 2 ? TokenDType::kUInt16
-                 : sizeof(T) == 4 ? TokenDType::kUInt32
-                                  : TokenDType::kInt64;
+  o.flat_dtype = dtype;
   o.eos_token = 3;
   auto src = OpenFlatTokenFile(path, o);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   uint64_t docs = 1;
   for (size_t t = 0; t + 1 < ids.size(); ++t) docs += ids[t] == 3 ? 1 : 0;
   EXPECT_EQ((*src)->CountDocuments(), docs);
-  for (uint64_t begin : {0, 1, 63, 64, 65, 128, 129, 200}) {
+  EXPECT_EQ(docs, 5u);
+  for (uint64_t begin : {0, 1, 63, 64, 65, 128, 129, 200, 257}) {
     for (uint64_t end : {begin, begin + 1, begin + 64, begin + 70, uint64_t{300}}) {
       if (end < begin || end > ids.size()) continue;
       std::vector<uint64_t> want;
@@ -162,29 +164,41 @@ void ExpectEosScanMatchesTheReference(const std::string& path) {
       }
       std::vector<uint64_t> got;
       (*src)->DocumentStarts(begin, end, &got);
-      EXPECT_EQ(got, want) << sizeof(T) << " bytes, [" << begin << ", " << end << ")";
+      EXPECT_EQ(got, want) << TokenDTypeName(dtype) << ", [" << begin << ", " << end << ")";
     }
   }
 }
 
 TEST_F(TokenReadersTest, FlatEosScanMatchesATokenByTokenReferenceForEveryWidth) {
-  ExpectEosScanMatchesTheReference<uint8_t>(Path("u8.bin"));
-  ExpectEosScanMatchesTheReference<uint16_t>(Path("u16.bin"));
-  ExpectEosScanMatchesTheReference<uint32_t>(Path("u32.bin"));
-  ExpectEosScanMatchesTheReference<int64_t>(Path("i64.bin"));
+  ExpectEosScanMatchesTheReference<uint8_t>(Path("u8.bin"), TokenDType::kUInt8);
+  ExpectEosScanMatchesTheReference<int8_t>(Path("i8.bin"), TokenDType::kInt8);
+  ExpectEosScanMatchesTheReference<int16_t>(Path("i16.bin"), TokenDType::kInt16);
+  ExpectEosScanMatchesTheReference<uint16_t>(Path("u16.bin"), TokenDType::kUInt16);
+  ExpectEosScanMatchesTheReference<int32_t>(Path("i32.bin"), TokenDType::kInt32);
+  ExpectEosScanMatchesTheReference<uint32_t>(Path("u32.bin"), TokenDType::kUInt32);
+  ExpectEosScanMatchesTheReference<int64_t>(Path("i64.bin"), TokenDType::kInt64);
 }
 
-TEST_F(TokenReadersTest, FlatEosOutsideTheDTypeFindsNothingAndANegativeOneIsRefused) {
+// An eos no token of the dtype can hold would make the file one document:
+// refused, naming the file, the eos and the dtype, as is a negative one.
+TEST_F(TokenReadersTest, FlatEosOutsideTheDTypeAndANegativeOneAreRefused) {
   WriteFlat<uint8_t>(Path("a.bin"), {1, 2, 255, 4});
   TokenSourceOptions o;
   o.flat_dtype = TokenDType::kUInt8;
+  o.eos_token = 255;
+  EXPECT_TRUE(OpenFlatTokenFile(Path("a.bin"), o).ok());
   o.eos_token = 255 + 256;  // a uint8 token cannot be 511 (nor wrap to 255)
-  auto a = OpenFlatTokenFile(Path("a.bin"), o);
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ((*a)->CountDocuments(), 1u);
-  EXPECT_EQ(Starts(**a, 0, 4), (std::vector<uint64_t>{0}));
+  Status s = OpenFlatTokenFile(Path("a.bin"), o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), testing::HasSubstr("a.bin': eos_token 511 does not fit its dtype uint8 "
+                                              "(at most 255)"));
+  o.flat_dtype = TokenDType::kInt16;
+  o.eos_token = 32768;
+  WriteFlat<int16_t>(Path("b.bin"), {1, 2});
+  s = OpenFlatTokenFile(Path("b.bin"), o).status();
+  EXPECT_THAT(s.message(), testing::HasSubstr("does not fit its dtype int16 (at most 32767)"));
   o.eos_token = -1;
-  const Status s = OpenFlatTokenFile(Path("a.bin"), o).status();
+  s = OpenFlatTokenFile(Path("a.bin"), o).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), testing::HasSubstr("eos_token -1 is not a token id"));
 }
