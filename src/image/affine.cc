@@ -19,11 +19,15 @@ inline uint8_t ToUint8(float v) {
   return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
 }
 
-// rotate_image's fast paths (center None): exact copies, no sampling.
-bool RotateExactly(double angle, uint32_t w, uint32_t h, uint8_t* chw,
-                   std::vector<uint8_t>* scratch) {
-  double a = std::fmod(angle, 360.0);
-  if (a < 0) a += 360.0;
+// Python's angle % 360: in [0, 360).
+double ReduceDegrees(double angle) {
+  const double a = std::fmod(angle, 360.0);
+  return a < 0 ? a + 360.0 : a;
+}
+
+// rotate_image's fast paths (center None) for an angle in [0, 360): exact
+// copies, no sampling.
+bool RotateExactly(double a, uint32_t w, uint32_t h, uint8_t* chw, std::vector<uint8_t>* scratch) {
   const size_t n = size_t{w} * h;
   if (a == 0) return true;
   const bool square = w == h;
@@ -97,15 +101,18 @@ float LinspaceF32(double start, double end, uint32_t steps, uint32_t index) {
 
 void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
                      std::vector<uint8_t>* scratch) {
-  if (s.rotate && RotateExactly(s.angle, w, h, chw, scratch)) return;
+  // v2's rotate_image reduces the angle first and builds the matrix from
+  // the reduced one (v1's rotate used it as given).
+  const double angle = s.rotate ? ReduceDegrees(s.angle) : s.angle;
+  if (s.rotate && RotateExactly(angle, w, h, chw, scratch)) return;
   // Centre and translation in pixels relative to the image centre (the
   // tensor path's convention; center=[0, 0] is the top-left corner).
   const double cx = s.corner_center ? -0.5 * w : 0.0, cy = s.corner_center ? -0.5 * h : 0.0;
   const double tx = s.rotate ? 0 : TranslatePixels(s, s.translate_x, w);
   const double ty = s.rotate ? 0 : TranslatePixels(s, s.translate_y, h);
   const std::array<double, 6> m =
-      s.rotate ? InverseAffineMatrix(cx, cy, -s.angle, 0, 0, 1, 0, 0)
-               : InverseAffineMatrix(cx, cy, s.angle, tx, ty, s.scale, s.shear_x, s.shear_y);
+      s.rotate ? InverseAffineMatrix(cx, cy, -angle, 0, 0, 1, 0, 0)
+               : InverseAffineMatrix(cx, cy, angle, tx, ty, s.scale, s.shear_x, s.shear_y);
   // _affine_grid in float32: theta^T divided by (w/2, h/2), applied to the
   // centred output pixel centres; then grid_sample's unnormalisation.
   const float hw = 0.5f * static_cast<float>(w), hh = 0.5f * static_cast<float>(h);

@@ -206,6 +206,13 @@ int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
 // `sample`, when given, is charged the decode scratch before it is allocated.
 Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox* given,
            SampleRng* rng, Sample* sample, ImageState& s, void* out) {
+  // Before any decoding: a missing generator is the caller's configuration.
+  if (rng == nullptr && !t.erase_ops.empty()) {
+    return InvalidArgumentError("RandomErasing needs a random generator");
+  }
+  if (rng == nullptr && !t.pixel_ops.empty()) {
+    return InvalidArgumentError("pixel ops need a random generator");
+  }
   const ImageFormat format = SniffImageFormat(bytes);
   ImageInfo info;
   if (format == ImageFormat::kJpeg) {
@@ -266,9 +273,6 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   src.stride = size_t{region.width} * 3;
   src.col0 = static_cast<int32_t>(region.x) - static_cast<int32_t>(rx0);
   src.row0 = static_cast<int32_t>(region.y) - static_cast<int32_t>(ry0);
-  if (!t.erase_ops.empty() && rng == nullptr) {
-    return InvalidArgumentError("RandomErasing needs a random generator");
-  }
   if (t.pixel_ops.empty()) {
     Resample(src, s.horizontal, s.vertical, box.flip, MakeOutputFormat(t), &s.scratch, out);
     if (!t.erase_ops.empty()) EraseOutput(t, *rng, s, out);
@@ -276,7 +280,6 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   }
   // Pixel ops: resample to 8-bit planes, run the ops, and let their last
   // pass write the output (normalise, dtype, layout) (color_ops.h).
-  if (rng == nullptr) return InvalidArgumentError("pixel ops need a random generator");
   OutputFormat planar;
   planar.dtype = DType::kUInt8;
   planar.layout = Layout::kCHW;
