@@ -115,6 +115,10 @@ FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenMegatronDataset(
 // DataLoss for a corrupt shard or manifest, NotFound for a missing one.
 FEEDLINE_EXPORT Result<std::shared_ptr<const TokenSource>> OpenTokenShards(const std::string& path);
 
+// True when `manifest_text` is a token-shard dataset's manifest (a JSON
+// object whose "format" is token shards'), however invalid the rest may be.
+FEEDLINE_EXPORT bool IsTokenShardsManifest(std::string_view manifest_text);
+
 // What VerifyTokenShards found.
 struct FEEDLINE_EXPORT TokenShardsCheck {
   uint64_t shards = 0;

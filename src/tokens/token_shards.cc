@@ -434,6 +434,13 @@ Result<std::shared_ptr<const TokenSource>> OpenTokenShards(const std::string& pa
       std::make_shared<TokenShardDataset>(manifest_path, dtype, std::move(shards)));
 }
 
+bool IsTokenShardsManifest(std::string_view manifest_text) {
+  const Json j = Json::parse(manifest_text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  const auto fmt = j.find("format");
+  return fmt != j.end() && fmt->is_string() && *fmt == tokens::detail::kTokenManifestFormat;
+}
+
 Result<TokenShardsCheck> VerifyTokenShards(const std::string& path) {
   FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TokenSource> source, OpenTokenShards(path));
   TokenShardsCheck check;

@@ -291,6 +291,15 @@ TEST_F(TokenShardsTest, TruncationAtEveryByteIsRefused) {
   EXPECT_THAT(OpenTokenShards(dir).status().message(), HasSubstr("the manifest says 140"));
 }
 
+TEST_F(TokenShardsTest, IsTokenShardsManifestReadsOnlyTheFormat) {
+  EXPECT_TRUE(IsTokenShardsManifest(R"({"format": "feedline-tokens", "version": 99})"));
+  EXPECT_FALSE(IsTokenShardsManifest(R"({"format": "feedline-shards"})"));
+  EXPECT_FALSE(IsTokenShardsManifest(R"({"format": ["feedline-tokens"]})"));
+  EXPECT_FALSE(IsTokenShardsManifest(R"(["feedline-tokens"])"));
+  EXPECT_FALSE(IsTokenShardsManifest("{not json"));
+  EXPECT_FALSE(IsTokenShardsManifest(""));
+}
+
 TEST_F(TokenShardsTest, ManifestErrorsNameTheField) {
   const std::string dir = Pack("ds", Small());
   const std::string path = dir + "/manifest.json";

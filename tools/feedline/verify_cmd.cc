@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <iterator>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,19 +37,23 @@ Result<DatasetManifest> LoadManifest(const std::string& dir) {
   return m;
 }
 
-// True when DIR/manifest.json (local) says "format": "feedline-tokens".
+// True when DIR/manifest.json (local or a URL) is token shards' manifest.
 bool IsTokenShards(const std::string& dir) {
   auto file = OpenFile(JoinName(dir, kManifestName));
   if (!file.ok() || (*file)->size() > (64u << 20)) return false;
   std::string text((*file)->size(), '\0');
   if (!(*file)->Read(0, text.size(), text.data()).ok()) return false;
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("format") && j["format"] == "feedline-tokens";
+  return IsTokenShardsManifest(text);
 }
 
 // Token shards (docs/token_shards.md): the open-time checks, then every
 // checksum block and every id against the vocabulary.
 int VerifyTokens(const std::string& dir) {
+  if (IsUrl(dir)) {
+    std::printf("FAILED: %s holds token shards, which verify reads from a local directory only\n",
+                dir.c_str());
+    return 1;
+  }
   auto check = VerifyTokenShards(dir);
   if (!check.ok()) {
     std::printf("BAD %s\nFAILED: the token shards could not be opened\n",
