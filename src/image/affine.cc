@@ -125,19 +125,27 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
   const uint8_t* src = scratch->data();
   const bool nearest = s.interpolation == WarpInterpolation::kNearest;
   float fill[3];
-  for (int c = 0; c < 3; ++c) fill[c] = static_cast<float>(s.fill[c]);
+  uint8_t outside[3];  // the value of a pixel that maps outside the image
+  for (int c = 0; c < 3; ++c) {
+    fill[c] = static_cast<float>(s.fill[c]);
+    outside[c] = s.has_fill ? ToUint8(fill[c]) : 0;
+  }
+  // The output pixel centres' x, once per image (linspace per row is the
+  // same for every row).
+  std::vector<float> col_x(w);
+  for (uint32_t j = 0; j < w; ++j) col_x[j] = LinspaceF32((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, j);
   const auto iw = static_cast<int32_t>(w), ih = static_cast<int32_t>(h);
   for (uint32_t i = 0; i < h; ++i) {
     const float y = LinspaceF32((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, i);
     for (uint32_t j = 0; j < w; ++j) {
-      const float x = LinspaceF32((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, j);
+      const float x = col_x[j];
       const float gx = x * a0 + y * a1 + a2, gy = x * b0 + y * b1 + b2;
       const float ix = (gx + 1.0f) * hw - 0.5f, iy = (gy + 1.0f) * hh - 0.5f;
       const size_t o = size_t{i} * w + j;
       // Far outside (a shear near 90 degrees, a tiny scale) or not a
       // number: only the fill (and no integer conversion of the coordinate).
       if (!(std::fabs(ix) < 1e9f && std::fabs(iy) < 1e9f)) {
-        for (int c = 0; c < 3; ++c) chw[c * n + o] = s.has_fill ? ToUint8(fill[c]) : 0;
+        for (int c = 0; c < 3; ++c) chw[c * n + o] = outside[c];
         continue;
       }
       if (nearest) {
@@ -145,8 +153,8 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
                    yn = static_cast<int64_t>(std::nearbyint(iy));
         const bool in = xn >= 0 && xn < iw && yn >= 0 && yn < ih;
         for (int c = 0; c < 3; ++c) {
-          chw[c * n + o] = in ? src[c * n + static_cast<size_t>(yn) * w + static_cast<size_t>(xn)]
-                              : (s.has_fill ? ToUint8(fill[c]) : 0);
+          chw[c * n + o] =
+              in ? src[c * n + static_cast<size_t>(yn) * w + static_cast<size_t>(xn)] : outside[c];
         }
         continue;
       }
