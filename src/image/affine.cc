@@ -311,17 +311,17 @@ void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, 
       s.angle = signed_mag(wide ? 135.0 : 30.0);
       break;
     case PolicyOp::kBrightness:
-      steps->push_back({PixelStepKind::kBrightness, 1.0 + signed_mag(colour_hi)});
-      return;
     case PolicyOp::kColor:
-      steps->push_back({PixelStepKind::kSaturation, 1.0 + signed_mag(colour_hi)});
-      return;
     case PolicyOp::kContrast:
-      steps->push_back({PixelStepKind::kContrast, 1.0 + signed_mag(colour_hi)});
+    case PolicyOp::kSharpness: {
+      // Factor 1 + m of the colour step each stands for (Color: saturation).
+      constexpr PixelStepKind kColourStep[] = {PixelStepKind::kBrightness,
+                                               PixelStepKind::kSaturation, PixelStepKind::kContrast,
+                                               PixelStepKind::kSharpness};
+      const auto k = static_cast<size_t>(which) - static_cast<size_t>(PolicyOp::kBrightness);
+      steps->push_back({kColourStep[k], 1.0 + signed_mag(colour_hi)});
       return;
-    case PolicyOp::kSharpness:
-      steps->push_back({PixelStepKind::kSharpness, 1.0 + signed_mag(colour_hi)});
-      return;
+    }
     case PolicyOp::kPosterize: {
       // 8 - (arange(bins) / ((bins - 1) / k)).round().int(), in float32.
       const auto div = static_cast<float>((bins - 1) / (wide ? 6.0 : 4.0));

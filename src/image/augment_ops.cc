@@ -15,6 +15,7 @@
 #include <cstring>
 #include <numbers>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/image.h"
@@ -62,11 +63,15 @@ struct Elem<DType::kUInt8> {
   static float Round(float f) { return f; }
 };
 
-// A standard normal draw (Box-Muller; 1 - Uniform() is in (0, 1], so the log is finite).
-double Normal(SampleRng& rng) {
-  const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+// Two independent standard normal draws from two uniforms (Box-Muller;
+// 1 - Uniform() is in (0, 1], so the log is finite).
+std::pair<double, double> NormalPair(SampleRng& rng) {
+  const double radius = std::sqrt(-2.0 * std::log(1.0 - rng.Uniform()));
+  const double angle = 2.0 * std::numbers::pi * rng.Uniform();
+  return {radius * std::cos(angle), radius * std::sin(angle)};
 }
+
+double Normal(SampleRng& rng) { return NormalPair(rng).first; }
 
 // log of a Gamma(a, 1) draw. Marsaglia and Tsang (2000) for a >= 1; for a < 1
 // Gamma(a) = Gamma(a + 1) * U^(1/a), kept in logs (U^(1/a) underflows for
@@ -224,10 +229,9 @@ void DrawEraseValues(const EraseOp& op, const EraseRect& r, uint32_t channels, S
     // erase's cost: ~20 ns per erased value for one log, sqrt and cos each).
     values->resize(size_t{channels} * r.height * r.width);
     for (size_t k = 0; k < values->size(); k += 2) {
-      const double radius = std::sqrt(-2.0 * std::log(1.0 - rng.Uniform()));
-      const double angle = 2.0 * std::numbers::pi * rng.Uniform();
-      (*values)[k] = static_cast<float>(radius * std::cos(angle));
-      if (k + 1 < values->size()) (*values)[k + 1] = static_cast<float>(radius * std::sin(angle));
+      const auto [a, b] = NormalPair(rng);
+      (*values)[k] = static_cast<float>(a);
+      if (k + 1 < values->size()) (*values)[k + 1] = static_cast<float>(b);
     }
     return;
   }
