@@ -42,15 +42,22 @@ struct TokenOutputs {
   int32_t* num_documents = nullptr;
 };
 
-// Where each field of a set is in the sample (the TokenFields order).
+// Where each field of a set is in the sample: looked up by name in
+// TokenFields, the one place that orders them.
 class TokenFieldIndex {
  public:
   explicit TokenFieldIndex(const TokenFieldSet& set) {
-    size_t next = 2;  // input_ids 0, labels 1
-    position_ids_ = set.position_ids ? next++ : kNone;
-    document_ids_ = set.document_ids ? next++ : kNone;
-    document_starts_ = set.document_starts ? next++ : kNone;
-    num_documents_ = set.document_starts ? next++ : kNone;
+    const std::vector<FieldSpec> fields = TokenFields(1, set);
+    auto at = [&fields](std::string_view name) {
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (fields[i].name == name) return i;
+      }
+      return kNone;
+    };
+    position_ids_ = at("position_ids");
+    document_ids_ = at("document_ids");
+    document_starts_ = at("document_starts");
+    num_documents_ = at("num_documents");
   }
   TokenOutputs Get(const Sample& sample) const {
     TokenOutputs o;
