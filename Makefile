@@ -111,7 +111,7 @@ test-pip-install: demo-build
 BENCH_IMAGES ?= 2000
 BENCH_REPEATS ?= 3
 STARTUP_FILES ?= 200000
-bench: build
+bench: build torch2-build
 	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=bench/results/engine.json --benchmark_out_format=json
 	./$(BUILD)/bench/color_ops_benchmark --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
@@ -129,6 +129,10 @@ bench: build
 # torch workers), WebDataset fields vs the webdataset library (its venv in build/bench-envs).
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/fields_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+# Augmentation recipes (issue 17): the reference "new recipe" and a timm-like one as torchvision v2
+# Composes, feedline vs DataLoader + torchvision v2 (needs transforms.v2: the torch 2 venv).
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	  $(VENV_TORCH2)/bin/python bench/e2e/augment_bench.py --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 # Token streams (issue 18): TokenLoader vs nanoGPT get_batch vs litdata (its venv in build/) on 1e9 tokens.
 	$(PYTHON) bench/e2e/tokens_bench.py --repeats $(BENCH_REPEATS)
 # The doctor's predictions against re-measurement, per rule: doctor_bench.py's input-side cases and

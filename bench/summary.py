@@ -1,6 +1,6 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine,peers,tokens}.json (or their
+bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment}.json (or their
 -quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
@@ -144,6 +144,16 @@ def tokens_rows(rows, d):
             nano["first_batch_s"], None, "", "s", f"{d['meta']['tokens']:.0e} tokens")
 
 
+def augment_rows(rows, d):
+    r = d["results"]
+    for recipe in ("resnet50-new", "timm-like"):
+        ours, peer = r.get(f"feedline/{recipe}") or {}, r.get(f"torch/{recipe}") or {}
+        a, b = ours.get("samples_per_s"), peer.get("samples_per_s")
+        row(rows, f"augmentation recipe {recipe}, feedline vs DataLoader + torchvision v2", a, b,
+            a / b if a and b else None, f"{ours['min']:.0f}-{ours['max']:.0f}" if a else "", "images/s",
+            "target >= 5x")
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -159,7 +169,7 @@ def main():
     rows, meta = [], {}
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
                      ("engine", engine_rows), ("peers", peers_rows),
-                     ("tokens", tokens_rows)):
+                     ("tokens", tokens_rows), ("augment", augment_rows)):
         d = load(name, a.quick)
         if d is None:
             continue
