@@ -25,9 +25,10 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -75,6 +76,8 @@ def _serve(sock: socket.socket, run: Callable[[np.ndarray, int], Tuple[np.ndarra
     # as a crash instead.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for fd in inherited:  # fork: other workers' descriptors, so that their EOFs arrive
+        if fd == sock.fileno():
+            continue
         try:
             os.close(fd)
         except OSError:
@@ -132,6 +135,14 @@ def _serve(sock: socket.socket, run: Callable[[np.ndarray, int], Tuple[np.ndarra
                                      time.perf_counter_ns() - t0) + text)
 
 
+# The parent's descriptors of every live pool (sockets and memfds), by pool:
+# a worker forked for one loader closes them all, or it would keep another
+# loader's workers from seeing EOF (and that loader's memfds mapped) after
+# that loader closes.
+_POOL_FDS: Dict[int, List[int]] = {}
+_POOL_FDS_LOCK = threading.Lock()
+
+
 def default_start_method() -> str:
     # torch's DataLoader: fork where the platform has it.
     return "fork" if sys.platform.startswith("linux") else "spawn"
@@ -168,7 +179,9 @@ class ProcessPool:
                 self._fds.append(out_fd)
                 # fork: the parent's ends (its own too: while the child holds
                 # a copy, it would never see EOF) and the other memfds.
-                inherited = [s.fileno() for s in self._socks] + self._fds if method == "fork" else []
+                with _POOL_FDS_LOCK:
+                    _POOL_FDS[id(self)] = [s.fileno() for s in self._socks] + self._fds
+                    inherited = [fd for fds in _POOL_FDS.values() for fd in fds] if method == "fork" else []
                 p = ctx.Process(target=_serve, args=(child, run, inherited), name=f"{self.prefix}-w{i}", daemon=True)
                 try:
                     p.start()
@@ -225,6 +238,8 @@ class ProcessPool:
         if self._closed:
             return
         self._closed = True
+        with _POOL_FDS_LOCK:  # before the numbers are closed and reused
+            _POOL_FDS.pop(id(self), None)
         self.cancel()
         cpp, self.cpp = self.cpp, None
         if cpp is not None:

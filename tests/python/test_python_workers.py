@@ -208,7 +208,42 @@ def test_close_reaps_the_workers_and_closes_the_shared_memory(dataset):
     assert not any(alive(p) for p in pids)
     assert not memfds(prefix)
     assert not [c for c in multiprocessing.active_children() if c.pid in pids]
-    assert not [f for f in os.listdir("/dev/shm") if prefix in f]
+
+
+def _holds(pid, prefix):
+    """Descriptors of process `pid` on memfds named with `prefix`."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if prefix in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                out.append(fd)
+        except OSError:
+            pass
+    return out
+
+
+def test_two_loaders_with_workers_close_independently(dataset):
+    """A worker forked for the second loader must not hold the first one's
+    sockets or memfds: the first one's workers then still exit at EOF when
+    it closes (not killed after the grace), and nothing keeps its shared
+    memory."""
+    a = feedline.Loader(dataset, batch_size=8, transform=random_compose(), num_threads=2, python_workers=2)
+    b = feedline.Loader(dataset, batch_size=8, transform=random_compose(), num_threads=2, python_workers=2)
+    try:
+        pa, pb = a._python_pool, b._python_pool
+        for pid in pb.pids:
+            assert not _holds(pid, pa.prefix), pid
+        next(iter(a))
+        next(iter(b))
+        a.close()
+        assert pa.exitcodes == [0, 0]
+        assert all(alive(p) for p in pb.pids)
+        x, _ = next(iter(b))  # the second loader goes on
+        assert x.shape[0] == 8
+    finally:
+        a.close()
+        b.close()
+    assert pb.exitcodes == [0, 0]
 
 
 def test_refused_where_nothing_would_run_in_the_workers(dataset):
