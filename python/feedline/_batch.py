@@ -93,12 +93,13 @@ class RandomErasing:
             what = f"{img.dtype} tensor of shape {tuple(img.shape)}" if isinstance(img, torch.Tensor) else type(img)
             raise TypeError(f"RandomErasing takes a float32/float16/bfloat16/uint8 tensor (..., C, H, W), got {what}")
         contiguous = img.is_contiguous() and img.device.type == "cpu"
-        out = img if self.inplace and contiguous else img.detach().cpu().contiguous().clone()
+        # One copy on the host (the kernels are CPU ones); the result on the input's device.
+        out = img if self.inplace and contiguous else img.detach().to("cpu", copy=True).contiguous()
         _C.apply_erase(self.op(), _array(out), _DTYPES[out.dtype], _C.Layout.CHW, _seed())
         if self.inplace and out is not img:
             img.copy_(out)
             return img
-        return out
+        return out.to(img.device)
 
     def __repr__(self) -> str:
         return (f"RandomErasing(p={self.p}, scale={tuple(self.scale)}, ratio={tuple(self.ratio)}, "
@@ -241,9 +242,10 @@ def _call(choices: List[_C.BatchMixOp], inputs: Tuple[Any, ...], who: str) -> An
     images, labels = args
     if not isinstance(images, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise ValueError(f"{who}: images and labels must be torch.Tensors")
-    out = images.detach().cpu().contiguous().clone()
+    # One copy on the host (the kernels are CPU ones); the results on the input's device.
+    out = images.detach().to("cpu", copy=True).contiguous()
     soft = mix(choices, out, labels.detach().cpu(), _seed(), layout=_C.Layout.CHW)
-    result = (out, soft)
+    result = (out.to(images.device), soft.to(images.device))
     return list(result) if packed and isinstance(args, list) else result
 
 
@@ -254,8 +256,13 @@ class LoaderMixer:
     (seed, epoch, index * world_size + rank)."""
 
     def __init__(self, transform: Any, seed: int, rank: int, world_size: int,
-                 layout: Optional[_C.Layout]) -> None:
+                 layout: Optional[_C.Layout], dtype: Optional[_C.DType] = None) -> None:
         self.choices = mix_ops(transform)
+        if dtype == _C.DType.uint8 and any(c.kind == _C.BatchMixKind.MIXUP for c in self.choices):
+            # Refused here rather than at the first batch (the kernel's own check).
+            raise ValueError("batch_transform: MixUp blends float images (torch cannot blend uint8 in place); "
+                             "this transform gives uint8 (add ToDtype(torch.float32, scale=True)); CutMix alone "
+                             "takes uint8")
         self.seed, self.rank, self.world_size, self.layout = int(seed), int(rank), int(world_size), layout
 
     def __call__(self, fields: Dict[str, Any], epoch: int, index: int, sample_ids: Any) -> Dict[str, Any]:

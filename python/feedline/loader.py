@@ -349,7 +349,8 @@ class Loader:
             split = self.transform_source is not None and self.transform_source.chain is not None
             # A split Compose's layout is its Python members' (read from the batch's shape).
             self._mixer = _batch.LoaderMixer(batch_transform, seed, rank, world_size,
-                                             None if split else self.transform.layout)
+                                             None if split else self.transform.layout,
+                                             None if split else self.transform.dtype)
         self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
         self._batch_map_state: Optional[bytes] = None
         self.python_workers = _python_workers(python_workers, recipe, map, _pipeline)

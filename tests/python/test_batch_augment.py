@@ -251,6 +251,10 @@ def test_loader_erase_same_seed_same_bytes_at_1_and_4_threads(dataset):
             assert loader.transform_source.chain is None
             out.append(torch.cat([x for x, _ in loader]))
     assert torch.equal(out[0], out[1])
+    plain = T.Compose(c.transforms[:-1])
+    with feedline.Loader(dataset, batch_size=8, transform=plain, seed=3, num_threads=2) as loader:
+        base = torch.cat([x for x, _ in loader])
+    assert not torch.equal(base, out[0])  # the erase ran
 
 
 # -- MixUp / CutMix: the kernels against the v2 formulas -------------------------
@@ -428,6 +432,26 @@ def test_bad_mix_parameters_are_refused():
         ft.MixUp(num_classes=4)(x.to(torch.uint8), torch.tensor([0, 1]))
 
 
+def test_a_uint8_loader_with_mixup_is_refused_at_construction_and_cutmix_alone_runs(dataset):
+    with pytest.raises(ValueError, match="MixUp blends float images"):
+        feedline.Loader(dataset, batch_size=4, transform=T.Compose([T.RandomResizedCrop(32), T.PILToTensor()]),
+                        batch_transform=ft.RandomChoice([ft.MixUp(num_classes=4), ft.CutMix(num_classes=4)]))
+    with feedline.Loader(dataset, batch_size=4, transform=T.Compose([T.RandomResizedCrop(32), T.PILToTensor()]),
+                         batch_transform=ft.CutMix(num_classes=4), seed=2) as loader:
+        x, y = next(iter(loader))
+    assert x.dtype == torch.uint8 and y.shape == (4, 4)
+
+
+def test_the_callables_return_on_the_inputs_device_and_copy_once():
+    x = photo_batch(torch.float32, 2)
+    out, soft = ft.MixUp(num_classes=4)(x, torch.tensor([0, 1]))
+    assert out.device == x.device and soft.device == x.device
+    assert out.data_ptr() != x.data_ptr()  # not in place: the input is left as it was
+    img = x[0].clone()
+    erased = ft.RandomErasing(p=1.0, value=0)(img)
+    assert erased.data_ptr() != img.data_ptr() and not torch.equal(erased, img)
+
+
 # -- MixUp / CutMix in the loader --------------------------------------------------
 
 def _mix_choice(num_classes=4):
@@ -455,6 +479,7 @@ def test_loader_batch_transform_is_the_kernels_on_each_batch(dataset):
         assert torch.equal(mx, want) and torch.equal(my, torch.from_numpy(soft))
         assert my.shape == (16, 4) and torch.allclose(my.sum(1), torch.ones(16))
     assert len(mixed) == 6
+    assert kinds == {_C.BatchMixKind.MIXUP, _C.BatchMixKind.CUTMIX}  # RandomChoice chose both (seed 7)
 
 
 def test_loader_batch_transform_same_bytes_at_1_and_4_threads_and_after_resume(dataset):
