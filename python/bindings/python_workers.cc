@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -186,6 +187,14 @@ Status WorkerPool::Run(const std::string& op, const uint8_t* pixels, uint32_t h,
         return CancelledError("the loader is closing");
       }
       if (!free_.empty()) break;
+      if (abandoned_ == workers_.size()) {
+        // Each is still running a sample that was cancelled (its reply would
+        // be read as another sample's): nothing can run this one.
+        return UnavailableError(
+            "every Python-op worker (" + std::to_string(abandoned_) +
+            ") is still running a sample that was cancelled mid-call (a member that hangs?); "
+            "the loader cannot go on");
+      }
       cv_.wait_for(lock, std::chrono::milliseconds(kPollMs));
     }
     index = free_.back();
@@ -244,7 +253,18 @@ Status WorkerPool::Call(Slot& s, const std::string& op, const uint8_t* pixels, u
   const uint64_t text_len = Get<uint64_t>(rep, 104);
   stats_.run_ns.fetch_add(Get<uint64_t>(rep, 112), std::memory_order_relaxed);
   if (status > 1 || ndim > kMaxDims || text_len > kMaxErrorText) {
-    return Died(s, "after sending a malformed reply");
+    // Alive but out of step with the protocol: killed, and the pool broken
+    // with what was wrong (not reported as a death).
+    kill(s.w.pid, SIGKILL);
+    Status st = InternalError(
+        "Python-op worker process " + std::to_string(s.w.pid) + " sent a malformed reply (status " +
+        std::to_string(status) + ", ndim " + std::to_string(ndim) + " of at most " +
+        std::to_string(kMaxDims) + ", error text " + std::to_string(text_len) +
+        " bytes of at most " + std::to_string(kMaxErrorText) +
+        "); it was killed and the loader cannot go on");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok() && !shutdown_.load()) broken_ = st;
+    return st;
   }
   if (status == 1) {
     std::string text(text_len, '\0');
