@@ -62,14 +62,10 @@ std::vector<PixelStep> Draw(const std::vector<PixelOp>& ops, uint64_t seed, uint
 // batch's draws never coincide with a sample's.
 constexpr uint32_t kBatchMixOpIndex = 0xB47C0000u;
 
-size_t ItemSize(DType dtype) {
-  switch (dtype) {
-    case DType::kUInt8: return 1;
-    case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
-    default: return 0;
-  }
+// The dtypes images come in (DTypeSize gives their item sizes).
+bool IsImageDType(DType dtype) {
+  return dtype == DType::kUInt8 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 ||
+         dtype == DType::kFloat32;
 }
 
 // A writable C-contiguous array of images (..., C, H, W) or (..., H, W, C)
@@ -83,7 +79,7 @@ Images ViewImages(py::array& a, DType dtype, Layout layout, py::ssize_t min_ndim
     ThrowIfError(
         InvalidArgumentError(std::string(who) + ": images must be a writable C-contiguous array"));
   }
-  if (ItemSize(dtype) == 0 || static_cast<size_t>(a.itemsize()) != ItemSize(dtype)) {
+  if (!IsImageDType(dtype) || static_cast<size_t>(a.itemsize()) != DTypeSize(dtype)) {
     ThrowIfError(InvalidArgumentError(std::string(who) + ": images of dtype " +
                                       std::string(DTypeName(dtype)) + " are not supported"));
   }
@@ -145,7 +141,7 @@ void RegisterAugmentOps(py::module_& m) {
         if (!r.erase) return r;
         std::vector<float> values;
         DrawEraseValues(op, r, v.channels, rng, &values);
-        const size_t bytes = size_t{v.channels} * v.height * v.width * ItemSize(dtype);
+        const size_t bytes = size_t{v.channels} * v.height * v.width * DTypeSize(dtype);
         py::gil_scoped_release release;
         for (uint32_t i = 0; i < v.count; ++i) {
           ApplyErase(r, values, op.random_value, dtype, layout, v.channels, v.height, v.width,
@@ -165,7 +161,7 @@ void RegisterAugmentOps(py::module_& m) {
           ThrowIfError(InvalidArgumentError("erase: rectangle outside the image or wrong values"));
         }
         EraseRect r{true, top, left, height, width};
-        const size_t bytes = size_t{v.channels} * v.height * v.width * ItemSize(dtype);
+        const size_t bytes = size_t{v.channels} * v.height * v.width * DTypeSize(dtype);
         for (uint32_t i = 0; i < v.count; ++i) {
           ApplyErase(r, values, per_pixel, dtype, layout, v.channels, v.height, v.width,
                      static_cast<uint8_t*>(v.data) + i * bytes);

@@ -22,7 +22,8 @@ import torch
 
 from . import _C
 
-_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
+# torch dtypes of images and their feedline DType (transforms.py's too).
+IMAGE_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
            torch.bfloat16: _C.DType.bfloat16, torch.uint8: _C.DType.uint8}
 
 
@@ -89,13 +90,13 @@ class RandomErasing:
         return make_erase(self.fields)
 
     def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        if not isinstance(img, torch.Tensor) or img.ndim < 3 or img.dtype not in _DTYPES:
+        if not isinstance(img, torch.Tensor) or img.ndim < 3 or img.dtype not in IMAGE_DTYPES:
             what = f"{img.dtype} tensor of shape {tuple(img.shape)}" if isinstance(img, torch.Tensor) else type(img)
             raise TypeError(f"RandomErasing takes a float32/float16/bfloat16/uint8 tensor (..., C, H, W), got {what}")
         contiguous = img.is_contiguous() and img.device.type == "cpu"
         # One copy on the host (the kernels are CPU ones); the result on the input's device.
         out = img if self.inplace and contiguous else img.detach().to("cpu", copy=True).contiguous()
-        _C.apply_erase(self.op(), _array(out), _DTYPES[out.dtype], _C.Layout.CHW, _seed())
+        _C.apply_erase(self.op(), _array(out), IMAGE_DTYPES[out.dtype], _C.Layout.CHW, _seed())
         if self.inplace and out is not img:
             img.copy_(out)
             return img
@@ -223,12 +224,12 @@ def mix(choices: List[_C.BatchMixOp], images: torch.Tensor, labels: torch.Tensor
     if labels.shape[0] != images.shape[0]:
         raise ValueError(f"The batch size of the image ({images.shape[0]}) does not match the batch size of the "
                          f"labels ({labels.shape[0]}).")
-    if images.dtype not in _DTYPES:
+    if images.dtype not in IMAGE_DTYPES:
         raise TypeError(f"images of dtype {images.dtype} are not supported (float32, float16, bfloat16)")
     lay = _layout(images, layout)
     h, w = (images.shape[2], images.shape[3]) if lay == _C.Layout.CHW else (images.shape[1], images.shape[2])
     params = _C.draw_batch_mix(choices, h, w, seed, epoch, stream_id)
-    soft = _C.apply_batch_mix(params, _array(images), _DTYPES[images.dtype], lay,
+    soft = _C.apply_batch_mix(params, _array(images), IMAGE_DTYPES[images.dtype], lay,
                               labels.to(torch.int64).numpy(), choices[0].num_classes,
                               [] if sample_ids is None else [int(s) for s in sample_ids])
     return torch.from_numpy(soft)

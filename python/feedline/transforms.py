@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import torch
 
 from . import _C
-from ._batch import CutMix, MixUp, RandomChoice, RandomErasing
+from ._batch import IMAGE_DTYPES, CutMix, MixUp, RandomChoice, RandomErasing
 from ._pixel import (
     AutoAugment,
     ColorJitter,
@@ -54,8 +54,7 @@ __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "image
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
-           torch.bfloat16: _C.DType.bfloat16, torch.uint8: _C.DType.uint8}
+_DTYPES = IMAGE_DTYPES
 _INTERPOLATION = {"bilinear": _C.Interpolation.BILINEAR, "bicubic": _C.Interpolation.BICUBIC}
 
 
