@@ -25,22 +25,20 @@ NAME`) printing one JSON line; results go to bench/results/augment.{json,md}.
 
     build/venv-torch2/bin/python bench/e2e/augment_bench.py [--images 1000] [--repeats 3] [--quick]
 """
-import argparse
 import datetime
 import json
 import os
 import pathlib
 import platform
 import statistics
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build-torch2" / "tools" / "feedline"))
 PYTHONPATH = os.environ.get("FEEDLINE_PYTHONPATH", str(ROOT / "build-torch2" / "python"))
 sys.path.insert(0, str(ROOT))
 from bench.common import results as bench_results  # noqa: E402
+from bench.common import workers  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NUM_CLASSES = 10
@@ -64,31 +62,6 @@ def recipe(name):
     raise SystemExit(f"unknown recipe {name}")
 
 
-def _timed(batches, warmup, n):
-    got, samples, t0, first = 0, 0, None, None
-    start = time.perf_counter()
-    for images, _labels in batches:
-        if first is None:
-            first = time.perf_counter() - start
-        got += 1
-        if got == warmup:
-            t0 = time.perf_counter()
-        elif got > warmup:
-            samples += images.shape[0]
-        if got == warmup + n:
-            break
-    if t0 is None or samples == 0:
-        raise RuntimeError(f"only {got} batches: the dataset is too small for warmup {warmup} + {n}")
-    s = time.perf_counter() - t0
-    return {"samples": samples, "seconds": round(s, 4), "samples_per_s": round(samples / s, 1),
-            "first_batch_s": round(first, 4), "shape": list(images.shape), "labels_shape": list(_labels.shape)}
-
-
-def _epochs(make):
-    while True:
-        yield from make()
-
-
 def worker(a):
     import torch
     loader_kind, name = a.worker.split("/")
@@ -97,7 +70,7 @@ def worker(a):
         import feedline
         ld = feedline.Loader(a.data, batch_size=a.batch, transform=compose, batch_transform=mix, shuffle=True,
                              seed=1, drop_last=True, num_threads=a.cores, strict=True)
-        out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches)
+        out, last = workers.timed(workers.epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b[0].shape[0])
         out["ops"] = [o["name"] for o in ld.stats()["ops"]]
         ld.close()
     elif loader_kind == "torch":
@@ -110,55 +83,30 @@ def worker(a):
             return mix(images, labels) if mix is not None else (images, labels)
         ld = DataLoader(ImageFolder(a.data, compose), batch_size=a.batch, shuffle=True, num_workers=a.cores,
                         drop_last=True, persistent_workers=True, collate_fn=collate)
-        out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches)
+        out, last = workers.timed(workers.epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b[0].shape[0])
     else:
         raise SystemExit(f"unknown worker {a.worker}")
+    out["shape"], out["labels_shape"] = list(last[0].shape), list(last[1].shape)
     import torchvision
     out["torch"], out["torchvision"] = torch.__version__, torchvision.__version__
     print(json.dumps(out))
 
 
-def ensure_dataset(images):
-    path = ROOT / "bench" / "data" / f"imagenet-like-{images}"
-    if not (path / "class_0000").exists():
-        subprocess.run([FEEDLINE, "gen-dataset", str(path), "--images", str(images), "--classes",
-                        str(NUM_CLASSES)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return path
-
-
-def run(name, data, a, cores):
-    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", name, "--data", str(data), "--batch",
-           str(a.batch), "--batches", str(a.batches), "--warmup", str(a.warmup), "--cores", str(cores)]
-    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    if p.returncode != 0:
-        return {"error": f"exit {p.returncode}: {p.stderr.strip()[-2000:]}"}
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--images", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--batches", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="CI smoke: tiny dataset, one repeat")
-    ap.add_argument("--worker")
-    ap.add_argument("--data")
-    ap.add_argument("--cores", type=int, default=os.cpu_count())
-    a = ap.parse_args()
+    a = workers.parser(images=1000).parse_args()
     if a.worker:
         return worker(a)
     if a.quick:
-        a.images, a.repeats, a.batches, a.batch, a.warmup = 200, 1, 2, 16, 1
+        workers.quick(a)
     cores = os.cpu_count() or 1
-    folder = ensure_dataset(a.images)
+    folder = workers.ensure_dataset(FEEDLINE, a.images, NUM_CLASSES)
     configs = [f"{kind}/{r}" for r in RECIPES for kind in ("feedline", "torch")]
     runs = {}
     for _ in range(a.repeats):  # interleaved, so drift hits all alike
         for name in configs:
-            runs.setdefault(name, []).append(run(name, folder, a, cores))
+            runs.setdefault(name, []).append(
+                workers.run_worker(str(pathlib.Path(__file__).resolve()), sys.executable, name, folder, a, cores,
+                                   PYTHONPATH, raise_on_error=False))
     table = {}
     for name, rs in runs.items():
         ok = [r for r in rs if "error" not in r]

@@ -21,7 +21,6 @@ line; results go to bench/results/fields.{json,md}.
 
     /usr/bin/python3 bench/e2e/fields_bench.py [--images 1000] [--repeats 3] [--quick]
 """
-import argparse
 import datetime
 import io
 import json
@@ -32,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
@@ -41,6 +39,7 @@ WDS_VENV = ROOT / "build" / "bench-envs" / "venv-webdataset"
 WDS_REQ = ROOT / "bench" / "e2e" / "requirements-webdataset.txt"
 sys.path.insert(0, str(ROOT))
 from bench.common import results as bench_results  # noqa: E402
+from bench.common import workers  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -71,31 +70,6 @@ def compose(user_op=False):
 
 
 # -- workers: one configuration each, in its own process ---------------------------------
-def _timed(batches, warmup, n, count):
-    got, samples, t0, first = 0, 0, None, None
-    start = time.perf_counter()
-    for b in batches:
-        if first is None:
-            first = time.perf_counter() - start
-        got += 1
-        if got == warmup:
-            t0 = time.perf_counter()
-        elif got > warmup:
-            samples += count(b)
-        if got == warmup + n:
-            break
-    if t0 is None or samples == 0:
-        raise RuntimeError(f"only {got} batches: the dataset is too small for warmup {warmup} + {n}")
-    s = time.perf_counter() - t0
-    return {"samples": samples, "seconds": round(s, 4), "samples_per_s": round(samples / s, 1),
-            "first_batch_s": round(first, 4)}
-
-
-def _epochs(make):
-    while True:
-        yield from make()
-
-
 def worker(a):
     import torch
     cores = a.cores
@@ -106,7 +80,8 @@ def worker(a):
         procs = cores if a.worker == "pyop/feedline-procs" else 0
         ld = feedline.Loader(a.data, batch_size=a.batch, transform=tf, shuffle=True, seed=1, drop_last=True,
                              num_threads=cores, python_workers=procs)
-        out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b[0].shape[0])
+        out, _ = workers.timed(workers.epochs(lambda: iter(ld)), a.warmup, a.batches,
+                               lambda b: b[0].shape[0])
         extra = {True: ("processes", "proc_wait_s", "proc_call_s", "proc_run_s"), False: ("gil_wait_s", "gil_held_s")}
         out["ops"] = [{k: o[k] for k in ("name", "python", "busy_s", "items") + (
             extra[bool(procs)] if o.get("python") else ())} for o in ld.stats()["ops"]]
@@ -117,13 +92,15 @@ def worker(a):
         torch.manual_seed(1)
         ld = DataLoader(ImageFolder(a.data, compose(user_op=True)[0]), batch_size=a.batch, shuffle=True,
                         num_workers=cores, drop_last=True, persistent_workers=True)
-        out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b[0].shape[0])
+        out, _ = workers.timed(workers.epochs(lambda: iter(ld)), a.warmup, a.batches,
+                               lambda b: b[0].shape[0])
     elif a.worker == "wds/feedline":
         import feedline
         ld = feedline.Loader(a.data, batch_size=a.batch, transform=feedline.transforms.imagenet_train(),
                              fields={"image": "jpg;png", "caption": "txt", "meta": "json"}, shuffle=True, seed=1,
                              drop_last=True, num_threads=cores)
-        out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b["image"].shape[0])
+        out, _ = workers.timed(workers.epochs(lambda: iter(ld)), a.warmup, a.batches,
+                               lambda b: b["image"].shape[0])
         ld.close()
     elif a.worker == "wds/webdataset":
         import webdataset as wds
@@ -137,7 +114,8 @@ def worker(a):
               .decode("pil").to_tuple("jpg;png", "txt", "json").map_tuple(tf, lambda t: t, lambda j: j)
               .batched(a.batch, collation_fn=collate, partial=False))
         ld = DataLoader(ds, batch_size=None, num_workers=cores, persistent_workers=True)
-        out = _timed(_epochs(lambda: iter(ld)), a.warmup, a.batches, lambda b: b[0].shape[0])
+        out, _ = workers.timed(workers.epochs(lambda: iter(ld)), a.warmup, a.batches,
+                               lambda b: b[0].shape[0])
         out["webdataset"] = wds.__version__ if hasattr(wds, "__version__") else "?"
     else:
         raise SystemExit(f"unknown worker {a.worker}")
@@ -146,14 +124,6 @@ def worker(a):
 
 
 # -- data and environments -----------------------------------------------------------------
-def ensure_dataset(images):
-    path = ROOT / "bench" / "data" / f"imagenet-like-{images}"
-    if not (path / "class_0000").exists():
-        subprocess.run([FEEDLINE, "gen-dataset", str(path), "--images", str(images), "--classes", "10"],
-                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return path
-
-
 def ensure_tars(folder, shards):
     """WebDataset tars of the folder's images, each with a caption (.txt), a
     JSON record (.json) and its class (.cls), in `shards` tars."""
@@ -203,34 +173,14 @@ def webdataset_python():
     return str(py), None
 
 
-def run(python, name, data, a, cores):
-    cmd = [python, str(pathlib.Path(__file__).resolve()), "--worker", name, "--data", str(data), "--batch",
-           str(a.batch), "--batches", str(a.batches), "--warmup", str(a.warmup), "--cores", str(cores)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "build" / "python"))
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    if p.returncode != 0:
-        raise RuntimeError(f"{name} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--images", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--batches", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="CI smoke: tiny dataset, one repeat")
-    ap.add_argument("--worker")
-    ap.add_argument("--data")
-    ap.add_argument("--cores", type=int, default=os.cpu_count())
-    a = ap.parse_args()
+    a = workers.parser(images=1000).parse_args()
     if a.worker:
         return worker(a)
     if a.quick:
-        a.images, a.repeats, a.batches, a.batch, a.warmup = 200, 1, 2, 16, 1
+        workers.quick(a)
     cores = os.cpu_count() or 1
-    folder = ensure_dataset(a.images)
+    folder = workers.ensure_dataset(FEEDLINE, a.images)
     tars = ensure_tars(folder, max(4, cores))
     wds_py, wds_error = webdataset_python()
     configs = {"recipe/native": (PYTHON, folder), "recipe/compose": (PYTHON, folder),
@@ -242,7 +192,9 @@ def main():
     runs = {}
     for _ in range(a.repeats):  # interleaved, so drift hits all alike
         for name, (py, data) in configs.items():
-            runs.setdefault(name, []).append(run(py, name, data, a, cores))
+            runs.setdefault(name, []).append(
+                workers.run_worker(str(pathlib.Path(__file__).resolve()), py, name, data, a, cores,
+                                   str(ROOT / "build" / "python")))
     table = {}
     for name, rs in runs.items():
         rates = [r["samples_per_s"] for r in rs]
