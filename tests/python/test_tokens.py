@@ -315,10 +315,15 @@ def test_fields_leave_out_what_is_not_asked_and_keep_the_rest_exact(tmp_path, pa
     path = _flat(tmp_path / "a.bin", tokens)
     kw = dict(seq_len=32, batch_size=4, eos_token=0, num_threads=2, shuffle=True, seed=3, packing=packing,
               pad_token=1 if packing == "best_fit" else None)
-    full = [dict(b) for b in feedline.TokenLoader(path, **kw)]
+    with feedline.TokenLoader(path, **kw) as loader:
+        full = [dict(b) for b in loader]
     for fields in [("input_ids", "labels"), ("labels", "input_ids", "cu_seqlens"),
                    ("input_ids", "labels", "position_ids"), feedline.tokens.TOKEN_FIELDS]:
-        loader = feedline.TokenLoader(path, fields=fields, **kw)
+        _check_field_subset(path, fields, kw, full)
+
+
+def _check_field_subset(path, fields, kw, full):
+    with feedline.TokenLoader(path, fields=fields, **kw) as loader:
         assert loader.token_fields == tuple(f for f in feedline.tokens.TOKEN_FIELDS if f in fields)
         got = list(loader)
         assert len(got) == len(full)

@@ -194,7 +194,8 @@ def _fl_python_ops_dominate(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
                      "(if the order does not matter to you) and it joins the native prefix")
     if user or not members:
         what = ", ".join(p.get("name") or p["member"] for p in user) if user else ", ".join(names)
-        fixes.append(f"or make {what} cheaper, or apply it to whole batches with batch_map= (one call per batch; "
+        fixes.append(("or make " if fixes else "make ") + f"{what} cheaper, or apply it to whole batches with "
+                     "batch_map= (one call per batch; "
                      "torch kernels release the GIL), or on the accelerator after the loader; map= runs under the "
                      "same lock, so it does not scale either")
     # Measurable only when the op has a native equivalent: the rate with
