@@ -72,7 +72,8 @@ Status AppendFields(const Source& source, const SampleSpec& spec, const PyRecipe
     for (const FieldRequest& r : spec.fields) {
       found = found || (r.name == name && r.kind == FieldRequest::Kind::kImage);
     }
-    if (!found) return InvalidArgumentError("a Python chain for '" + name + "', not an image field");
+    if (!found)
+      return InvalidArgumentError("a Python chain for '" + name + "', not an image field");
   }
   // One request at a time: BuildPipeline(source, spec) checked the names
   // of the whole list first, and each request's field index follows from
@@ -182,11 +183,11 @@ Result<Pipeline> BuildPythonPipeline(
     for (const auto& [field, mid] : probe.probes) {
       if (!mid->has_value()) return InternalError("the first sample ran no Python op");
       learned[field] = **mid;
-      FEEDLINE_RETURN_IF_ERROR(
-          PlanSuffix(FieldChain(recipe, field)->suffix, **mid, field)
-              .status()
-              .WithContext("field '" + field + "': the first sample (run at creation to learn " +
-                           "the output shape)"));
+      FEEDLINE_RETURN_IF_ERROR(PlanSuffix(FieldChain(recipe, field)->suffix, **mid, field)
+                                   .status()
+                                   .WithContext("field '" + field +
+                                                "': the first sample (run at creation to learn " +
+                                                "the output shape)"));
     }
   }
   if (recipe.chain) {
