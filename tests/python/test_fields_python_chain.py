@@ -300,3 +300,10 @@ def test_python_workers_with_fields_is_refused_saying_so(data):
     d, _ = data
     with pytest.raises(ValueError, match=r"python_workers=2 with fields=.*not supported yet"):
         feedline.Loader(d / "tars", fields={"image": "jpg"}, transform=image_compose(), python_workers=2)
+
+
+def test_an_unbatchable_output_is_refused_at_creation_naming_the_field(data):
+    d, _ = data
+    with pytest.raises(feedline.Error, match=r"field 'mask': the first sample.*cannot be batched"):
+        feedline.Loader(d / "tars", fields={"image": "jpg", "mask": "image:seg.png"},
+                        transform={"mask": T.Compose([T.Resize(12), Invert()])})
