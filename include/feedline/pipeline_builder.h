@@ -94,6 +94,13 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
 // label per sample (the fallbacks of FieldRequest::parts).
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeFieldOp(const FieldRequest& request,
                                                             size_t field, bool source_has_labels);
+// What an image field's op decodes: points the sample's data at the first
+// of request.parts (DefaultParts(kImage) when empty) the sample has; with
+// none of them, keeps the sample's own image when `source_has_labels`
+// (folders, shards), else fails with MakeFieldOp's NotFound. For ops that
+// decode an image field themselves (the Python chain of fields=).
+FEEDLINE_EXPORT Status SelectImagePart(Sample& sample, const FieldRequest& request,
+                                       bool source_has_labels);
 // The batch field a request fills (not for kOp: its op's Plan says).
 FEEDLINE_EXPORT FieldSpec FieldSpecOf(const FieldRequest& request);
 

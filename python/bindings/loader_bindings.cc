@@ -167,7 +167,7 @@ class PyLoader {
       classes_ = source.classes;
       folder_ = source.folder;
       Result<Pipeline> pipeline =
-          recipe.chain || recipe.map
+          recipe.chain || recipe.map || !recipe.field_chains.empty()
               ? BuildPythonPipeline(source, spec, recipe, options, &python_stats_)
               : BuildPipeline(source, spec);
       FEEDLINE_RETURN_IF_ERROR(pipeline.status());
@@ -483,6 +483,7 @@ void RegisterLoader(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("workers", &PyRecipe::workers)
       .def_readwrite("chain", &PyRecipe::chain)
+      .def_readwrite("field_chains", &PyRecipe::field_chains)
       .def_property(
           "map", [](const PyRecipe& r) { return r.map ? r.map->get() : py::object(py::none()); },
           [](PyRecipe& r, py::object fn) {

@@ -169,6 +169,9 @@ uint64_t ChainFingerprint(const ImageChain& c) {
 
 struct ChainShared {
   ImageChain chain;
+  std::optional<ChainInput> input;  // fields=: the image field it reads
+  std::string prefix_name = "decode_transform", suffix_name = "to_tensor";
+  std::string what;  // the Python op in messages: its name, and the field's
   std::optional<MidSpec> learned;
   std::shared_ptr<std::optional<MidSpec>> probe;
   std::shared_ptr<PyOpStats> stats;
@@ -178,7 +181,7 @@ struct ChainShared {
 class PrefixOp final : public SampleOp {
  public:
   explicit PrefixOp(std::shared_ptr<const ChainShared> c) : c_(std::move(c)) {}
-  std::string_view name() const override { return "decode_transform"; }
+  std::string_view name() const override { return c_->prefix_name; }
   uint64_t ConfigFingerprint() const override { return ChainFingerprint(c_->chain); }
   Status Apply(Sample& s, OpState*) const override {
     Handoff& h = t_handoff;
@@ -187,6 +190,10 @@ class PrefixOp final : public SampleOp {
     h.epoch = s.epoch();
     h.stage = 0;
     const ImageChain& ch = c_->chain;
+    if (c_->input) {
+      FEEDLINE_RETURN_IF_ERROR(
+          SelectImagePart(s, c_->input->request, c_->input->source_has_labels));
+    }
     const std::span<const uint8_t> bytes = s.data();
     if (ch.prefix == ImageChain::Prefix::kDecode) {
       FEEDLINE_ASSIGN_OR_RETURN(RgbImage img, DecodeImage(bytes, ch.transform.limits));
@@ -244,7 +251,7 @@ class PythonChainOp final : public SampleOp {
         c_->chain.workers ? RunInWorker(s, h, seed, &mid) : RunInProcess(h, seed, &mid);
     if (!st.ok()) return st;
     if (c_->learned && !(mid == *c_->learned)) {
-      return InvalidArgumentError(c_->chain.name + " returned a " + mid.ToString() +
+      return InvalidArgumentError(c_->what + " returned a " + mid.ToString() +
                                   " for this sample; the loader was created for a " +
                                   c_->learned->ToString() +
                                   " (learned from the first sample at creation)");
@@ -257,7 +264,7 @@ class PythonChainOp final : public SampleOp {
  private:
   // The middle on this thread, under the Python-op lock and the GIL.
   Status RunInProcess(Handoff& h, uint64_t seed, MidSpec* mid) const {
-    return CallPython(c_->chain.name, *c_->stats, [&]() -> Status {
+    return CallPython(c_->what, *c_->stats, [&]() -> Status {
       // A view of the pixels: the Python side copies them into its PIL image.
       py::array pixels(
           py::dtype("uint8"),
@@ -266,7 +273,7 @@ class PythonChainOp final : public SampleOp {
       py::tuple out = c_->chain.run->get()(pixels, seed);
       mid->pil = out[1].cast<bool>();
       FEEDLINE_RETURN_IF_ERROR(
-          ReadArray(c_->chain.name, out[0], out[2], &mid->dtype, &mid->shape, &h.mid_bytes));
+          ReadArray(c_->what, out[0], out[2], &mid->dtype, &mid->shape, &h.mid_bytes));
       if (c_->probe && !c_->probe->has_value()) *c_->probe = *mid;  // under the Python-op lock
       return Status::OK();
     });
@@ -326,9 +333,9 @@ void LoadValues(const MidSpec& mid, const std::vector<uint8_t>& bytes, std::vect
 class SuffixOp final : public SampleOp {
  public:
   SuffixOp(std::shared_ptr<const ChainShared> c, size_t field) : c_(std::move(c)), field_(field) {}
-  std::string_view name() const override { return "to_tensor"; }
+  std::string_view name() const override { return c_->suffix_name; }
   Status Apply(Sample& s, OpState*) const override {
-    FEEDLINE_RETURN_IF_ERROR(CheckHandoff(c_.get(), s, 2, "to_tensor"));
+    FEEDLINE_RETURN_IF_ERROR(CheckHandoff(c_.get(), s, 2, c_->suffix_name));
     Handoff& h = t_handoff;
     h.stage = 0;
     if (!c_->out) {  // probe mode: the field is a placeholder
@@ -561,9 +568,21 @@ Result<FieldSpec> PlanSuffix(const std::vector<SuffixStep>& steps, const MidSpec
   return f;
 }
 
-ChainOps MakeImageChainOps(const ImageChain& chain, size_t field, std::optional<MidSpec> learned) {
+ChainOps MakeImageChainOps(const ImageChain& chain, size_t field, std::optional<MidSpec> learned,
+                           std::optional<ChainInput> input) {
   auto shared = std::make_shared<ChainShared>();
   shared->chain = chain;
+  shared->what = chain.name;
+  std::string out_name = "image";
+  if (input) {
+    const std::string& f = input->request.name;
+    out_name = f;
+    shared->chain.name = chain.name + ":" + f;
+    shared->what = shared->chain.name + " (the transform of field '" + f + "')";
+    if (f != "image") shared->prefix_name += ":" + f;
+    shared->suffix_name += ":" + f;
+    shared->input = std::move(input);
+  }
   shared->chain.transform.dtype = DType::kUInt8;
   shared->chain.transform.layout = Layout::kHWC;
   shared->chain.transform.normalize = false;
@@ -571,7 +590,7 @@ ChainOps MakeImageChainOps(const ImageChain& chain, size_t field, std::optional<
   ChainOps ops;
   if (learned) {
     shared->learned = learned;
-    Result<FieldSpec> out = PlanSuffix(chain.suffix, *learned, "image");
+    Result<FieldSpec> out = PlanSuffix(chain.suffix, *learned, out_name);
     if (out.ok()) shared->out = *out;
   } else {
     shared->probe = std::make_shared<std::optional<MidSpec>>();

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/image.h"
@@ -94,15 +95,27 @@ struct ImageChain {
 Result<FieldSpec> PlanSuffix(const std::vector<SuffixStep>& steps, const MidSpec& mid,
                              const std::string& name);
 
+// Where a chain reads its encoded image: without one, the sample's data
+// (the image recipe); with one, the part of image field `request` that
+// SelectImagePart picks (fields=). The ops' names then say the field: the
+// prefix "decode_transform:<field>" ("decode_transform" for a field named
+// "image", as MakeFieldOp names it), the Python op "<chain.name>:<field>",
+// the suffix "to_tensor:<field>"; a Python member's error says the field.
+struct ChainInput {
+  FieldRequest request;  // the image field: its name and parts
+  bool source_has_labels = false;
+};
+
 // Ops of a chain that writes field `field`. With `learned` empty they run
-// in probe mode: the suffix writes nothing and the first sample's middle
-// output is kept in *probe.
+// in probe mode: the suffix writes a placeholder byte and the first
+// sample's middle output is kept in *probe.
 struct ChainOps {
   std::vector<std::shared_ptr<const SampleOp>> ops;  // prefix, python, suffix
   std::shared_ptr<PyOpStats> stats;                  // of ops[1]
   std::shared_ptr<std::optional<MidSpec>> probe;     // probe mode: set by the first sample
 };
-ChainOps MakeImageChainOps(const ImageChain& chain, size_t field, std::optional<MidSpec> learned);
+ChainOps MakeImageChainOps(const ImageChain& chain, size_t field, std::optional<MidSpec> learned,
+                           std::optional<ChainInput> input = std::nullopt);
 
 // map=: `fn` (callable(values, seed) -> values, one per field) over the
 // sample's fields [in_offset, in_offset + in.size()), writing fields
@@ -116,10 +129,13 @@ struct MapOp {
 MapOp MakeMapOp(std::shared_ptr<PyHandle> fn, std::vector<FieldSpec> in, size_t in_offset,
                 std::vector<FieldSpec> out);
 
-// What Python adds to a SampleSpec: a chain for the image (kImage output)
-// and a map= function.
+// What Python adds to a SampleSpec: a chain for the image (kImage output),
+// chains for image fields (kFields output), and a map= function.
 struct PyRecipe {
   std::optional<ImageChain> chain;
+  // kFields: (image field name, its chain), one per field whose transform
+  // has Python members; each field runs and learns its own.
+  std::vector<std::pair<std::string, ImageChain>> field_chains;
   std::shared_ptr<PyHandle> map;        // callable(values, seed) -> [(value, dtype name)]
   std::shared_ptr<WorkerPool> workers;  // python_workers=N: the chain's middle runs there
 };

@@ -342,6 +342,7 @@ class WorkerPool:  # python_workers=N: the C++ end of the worker processes (pyth
 
 class PyRecipe:  # the Python ops of a loader: a chain for the image, a map= function
     chain: Optional[ImageChain]
+    field_chains: List[Tuple[str, ImageChain]]  # fields=: (image field, its chain)
     map: Any  # callable(values, seed) -> [(value, dtype name)], or None
     workers: Optional[WorkerPool]  # python_workers=N: the chain's middle runs there
     def __init__(self) -> None: ...

@@ -280,24 +280,25 @@ class Loader:
         # What a torchvision transform was translated into (None for a native one).
         self.transform_source: Optional[_transforms.Translation] = None
         field_transforms: Dict[str, Any] = {}
+        # fields=: the image fields whose Compose has Python members, each run as its own chain.
+        field_chains: List[Tuple[str, _C.ImageChain]] = []
         if self.fields is not None and isinstance(transform, Mapping):
-            images = {f.name for f in self.fields if f.kind == "image"}
-            unknown = sorted(set(transform) - images)
+            images = [f.name for f in self.fields if f.kind == "image"]
+            unknown = sorted(set(transform) - set(images))
             if unknown:
                 raise ValueError(f"transform names {unknown}, which are not image fields (image fields: "
                                  f"{sorted(images)})")
             for name in images:
                 field_transforms[name], t_src = _native_transform(transform.get(name), strict)
                 if t_src is not None and t_src.chain is not None:
-                    _no_chain_with_fields(t_src)
+                    field_chains.append((name, t_src.chain))
             self.transform = next(iter(field_transforms.values()), _transforms.imagenet_train())
         else:
             self.transform, self.transform_source = _native_transform(transform, strict)
-            if self.fields is not None and self.transform_source is not None and \
-                    self.transform_source.chain is not None:
-                _no_chain_with_fields(self.transform_source)
             if self.fields is not None:
                 field_transforms = {f.name: self.transform for f in self.fields if f.kind == "image"}
+                if self.transform_source is not None and self.transform_source.chain is not None:
+                    field_chains = [(name, self.transform_source.chain) for name in field_transforms]
         src = _C.SourceOptions()
         http = src.http
         http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
@@ -321,7 +322,9 @@ class Loader:
         else:
             spec.transform = self.transform
         recipe = _C.PyRecipe()
-        if self.transform_source is not None and self.transform_source.chain is not None:
+        if self.fields is not None:
+            recipe.field_chains = field_chains
+        elif self.transform_source is not None and self.transform_source.chain is not None:
             recipe.chain = self.transform_source.chain
         if map is not None:
             if not callable(map):
@@ -353,7 +356,7 @@ class Loader:
                                              None if split else self.transform.dtype)
         self._batch_map_thread: Optional[_pyops.BatchMapThread] = None
         self._batch_map_state: Optional[bytes] = None
-        self.python_workers = _python_workers(python_workers, recipe, map, _pipeline)
+        self.python_workers = _python_workers(python_workers, recipe, map, _pipeline, bool(field_chains))
         self._python_pool: Optional[_procworker.ProcessPool] = None
         if self.python_workers > 0:
             chain = recipe.chain
@@ -661,13 +664,17 @@ def _native_transform(transform: Any, strict: bool) -> Tuple[Any, Optional[_tran
                     f"(Compose or member), got {type(transform).__name__}")
 
 
-def _python_workers(n: int, recipe: _C.PyRecipe, map: Any, pipeline: Any) -> int:
+def _python_workers(n: int, recipe: _C.PyRecipe, map: Any, pipeline: Any, field_chains: bool = False) -> int:
     """python_workers= checked against the recipe: refused where nothing
     would run in the workers, never ignored."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"python_workers must be an int >= 0, got {n!r}")
     if n == 0:
         return 0
+    if field_chains:
+        raise ValueError(f"python_workers={n} with fields=: the Python members of an image field's transform run "
+                         "on the loader's threads (GIL held only while they run); process workers for fields= are "
+                         "not supported yet (use python_workers=0)")
     if map is not None:
         raise ValueError("python_workers runs a Compose's Python members in processes; map= runs on the worker "
                          "threads and is not supported with python_workers yet (drop one of them)")
@@ -675,13 +682,6 @@ def _python_workers(n: int, recipe: _C.PyRecipe, map: Any, pipeline: Any) -> int
         raise ValueError(f"python_workers={n}, but this transform has no Python members: nothing would run in the "
                          "worker processes (use python_workers=0)")
     return n
-
-
-def _no_chain_with_fields(t: _transforms.Translation) -> NoReturn:
-    lines = "\n".join(f"  {b.member} at position {b.position}: {b.reason}" for b in t.python_members)
-    raise _transforms.UnsupportedTransformError(
-        "Python members in the transform of an image field (fields=) are not supported yet; use a native "
-        f"transform and map=:\n{lines}", t.python_members)
 
 
 class RecordLoader(Loader):

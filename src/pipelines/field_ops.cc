@@ -88,11 +88,7 @@ class FieldImageOp final : public SampleOp {
   uint64_t ConfigFingerprint() const override { return inner_->ConfigFingerprint(); }
   bool ChargesScratch() const override { return inner_->ChargesScratch(); }
   Status Apply(Sample& s, OpState* state) const override {
-    if (const Sample::Part* p = Find(s, r_.parts)) {
-      s.set_data(p->data);
-    } else if (!source_image_) {
-      return Missing(s, r_);
-    }
+    FEEDLINE_RETURN_IF_ERROR(SelectImagePart(s, r_, source_image_));
     return inner_->Apply(s, state);
   }
 
@@ -218,6 +214,21 @@ FieldSpec FieldSpecOf(const FieldRequest& request) {
     case FieldRequest::Kind::kLabel: return {request.name, DType::kInt64, {}};
     default: return FieldSpec::Bytes(request.name);
   }
+}
+
+Status SelectImagePart(Sample& s, const FieldRequest& request, bool source_has_labels) {
+  static const std::vector<std::string> kDefault = DefaultParts(FieldRequest::Kind::kImage);
+  if (request.parts.empty()) {
+    FieldRequest r = request;  // for the message only
+    r.parts = kDefault;
+    return SelectImagePart(s, r, source_has_labels);
+  }
+  if (const Sample::Part* p = Find(s, request.parts)) {
+    s.set_data(p->data);
+  } else if (!source_has_labels) {
+    return Missing(s, request);
+  }
+  return Status::OK();
 }
 
 std::shared_ptr<const SampleOp> MakeFieldOp(const FieldRequest& request, size_t field,

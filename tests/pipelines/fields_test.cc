@@ -219,6 +219,41 @@ TEST_F(FieldsTest, MisuseAndMissingPartsAreNamed) {
       << st;
 }
 
+// What an image field decodes (the native op and the Python chain of
+// fields= share it): the first of its parts the sample has, the sample's own
+// image for sources with labels, else the missing-part error.
+TEST(SelectImagePartTest, PicksTheFirstPartTheSampleHasOrFallsBack) {
+  const std::string own = "own", png = "png bytes", jpg = "jpg bytes";
+  auto span = [](const std::string& b) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  };
+  Sample s;
+  s.set_data(span(own));
+  s.AddPart("png", span(png));
+  s.AddPart("jpg", span(jpg));
+  FieldRequest r;
+  r.name = "mask";
+  r.kind = FieldRequest::Kind::kImage;
+  r.parts = {"seg.png", "png", "jpg"};
+  ASSERT_TRUE(SelectImagePart(s, r, false).ok());
+  EXPECT_EQ(AsString(s.data()), png);
+  r.parts = {};  // DefaultParts(kImage): jpg before png
+  ASSERT_TRUE(SelectImagePart(s, r, false).ok());
+  EXPECT_EQ(AsString(s.data()), jpg);
+
+  r.parts = {"seg.png"};
+  s.set_data(span(own));
+  ASSERT_TRUE(SelectImagePart(s, r, true).ok());  // a folder's or shard's own image
+  EXPECT_EQ(AsString(s.data()), own);
+  const Status st = SelectImagePart(s, r, false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("field 'mask' (image): the sample has no 'seg.png' part (it has "
+                              "'png', 'jpg')"),
+            std::string::npos)
+      << st;
+}
+
 TEST_F(FieldsTest, TwoMembersWithOneExtensionAreRefusedAtOpen) {
   testing::TarWriter tar;
   tar.Add("k0.txt", "a");
