@@ -92,3 +92,22 @@ def run_worker(script: str, python: str, name: str, data: Any, a: argparse.Names
     out: Optional[Dict[str, Any]] = json.loads(p.stdout.strip().splitlines()[-1])
     assert out is not None
     return out
+
+
+def rate_rows(table: Dict[str, Dict[str, Any]], error_cell: Callable[[str], str]) -> list:
+    """The markdown rows of a configuration table (samples/s, spread, first
+    batch); a configuration with an "error" gets error_cell(its text)."""
+    lines = ["| configuration | samples/s | spread | first batch |", "|---|---|---|---|"]
+    for name, r in table.items():
+        if r.get("error"):
+            lines.append(f"| {name} | {error_cell(r['error'])} | |")
+        else:
+            lines.append(f"| {name} | {r['samples_per_s']:.0f} | {r['min']:.0f}-{r['max']:.0f} | "
+                         f"{r['first_batch_s']:.2f} s |")
+    return lines
+
+
+def ratio_rows(ratios: Dict[str, Optional[float]]) -> list:
+    """The markdown rows of a ratio table ("-" where a side is missing)."""
+    return ["| ratio | value |", "|---|---|"] + [f"| {k} | {'-' if v is None else f'{v:.2f}x'} |"
+                                                  for k, v in ratios.items()]

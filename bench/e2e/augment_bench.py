@@ -131,16 +131,9 @@ def main():
              f"after {a.warmup}, median of {a.repeats} interleaved rounds (spread min-max), torch {meta['torch']}, "
              f"torchvision {meta['torchvision']}, load average {meta['load_avg_1min']:.1f} at the end. Both loaders "
              f"get the same torchvision v2 Compose; feedline runs it natively (strict=True), torch in "
-             f"{cores} worker processes with the batch mix in collate_fn.", "",
-             "| configuration | samples/s | spread | first batch |", "|---|---|---|---|"]
-    for name, r in table.items():
-        if r.get("error"):
-            lines.append(f"| {name} | failed | {r['error'].splitlines()[-1][:160]} | |")
-        else:
-            lines.append(f"| {name} | {r['samples_per_s']:.0f} | {r['min']:.0f}-{r['max']:.0f} | "
-                         f"{r['first_batch_s']:.2f} s |")
-    lines += ["", "| ratio | value |", "|---|---|"]
-    lines += [f"| {k} | {'-' if v is None else f'{v:.2f}x'} |" for k, v in ratios.items()]
+             f"{cores} worker processes with the batch mix in collate_fn.", ""]
+    lines += workers.rate_rows(table, lambda e: "failed | " + e.splitlines()[-1][:160])
+    lines += [""] + workers.ratio_rows(ratios)
     text = "\n".join(lines) + "\n"
     print(text)
     bench_results.write("augment", {"meta": meta, "results": table, "ratios": ratios}, text, quick=a.quick)

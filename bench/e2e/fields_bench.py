@@ -226,16 +226,9 @@ def main():
                              "torchvision; the v2 row needs the torch 2 venv)")}
     lines = ["# Any dataset: Composes, Python ops and fields (issue 16)", "",
              f"{meta['date']}, {meta['machine']}, {meta['dataset']}, batch {a.batch}, median of {a.repeats} "
-             f"(spread min-max), {meta['compose_note']}.", "",
-             "| configuration | samples/s | spread | first batch |", "|---|---|---|---|"]
-    for name, r in table.items():
-        if r.get("error"):
-            lines.append(f"| {name} | not run | {r['error'].splitlines()[0]} | |")
-        else:
-            lines.append(f"| {name} | {r['samples_per_s']:.0f} | {r['min']:.0f}-{r['max']:.0f} | "
-                         f"{r['first_batch_s']:.2f} s |")
-    lines += ["", "| ratio | value |", "|---|---|"]
-    lines += [f"| {k} | {'-' if v is None else f'{v:.2f}x'} |" for k, v in ratios.items()]
+             f"(spread min-max), {meta['compose_note']}.", ""]
+    lines += workers.rate_rows(table, lambda e: "not run | " + e.splitlines()[0])
+    lines += [""] + workers.ratio_rows(ratios)
     for o in held:
         lines.append(f"\npyop/feedline's Python op {o['name']}: {o['items']} calls, GIL held {o['gil_held_s']:.2f} s, "
                      f"waited {o['gil_wait_s']:.2f} s, busy {o['busy_s']:.2f} s (last run).")

@@ -4,13 +4,13 @@ the sample and the field."""
 import io
 import json
 import pathlib
-import tarfile
 
 import numpy as np
 import pytest
 import torch
 import torchvision.transforms as T
 from PIL import Image
+from tar_samples import write_tar
 
 import feedline
 from feedline.transforms import from_torchvision
@@ -34,16 +34,6 @@ def _npy(a):
     return buf.getvalue()
 
 
-def _write_tar(path, samples):
-    """samples: [(key, {ext: bytes})], members in the given order."""
-    with tarfile.open(path, "w") as tar:
-        for key, members in samples:
-            for ext, data in members.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-
-
 def _samples(n):
     out = []
     for i in range(n):
@@ -64,8 +54,8 @@ FIELDS = {"image": "jpg;png", "label": "cls", "caption": "txt", "meta": "json", 
 def wds(tmp_path_factory):
     d = tmp_path_factory.mktemp("wds")
     samples = _samples(10)
-    _write_tar(d / "part-0000.tar", samples[:6])
-    _write_tar(d / "part-0001.tar", samples[6:])
+    write_tar(d / "part-0000.tar", samples[:6])
+    write_tar(d / "part-0001.tar", samples[6:])
     return d, samples
 
 
@@ -112,7 +102,7 @@ def test_same_bytes_at_any_thread_count(wds):
 
 def test_fields_without_an_image(tmp_path):
     # A tar of text and arrays only: no image member is needed.
-    _write_tar(tmp_path / "t.tar", [(f"k{i}", {"txt": f"t{i}".encode(), "npy": _npy(np.full((2,), i, np.int64))})
+    write_tar(tmp_path / "t.tar", [(f"k{i}", {"txt": f"t{i}".encode(), "npy": _npy(np.full((2,), i, np.int64))})
                                     for i in range(5)])
     loader = feedline.Loader(tmp_path / "t.tar", batch_size=5, fields={"text": "txt", "arr": "npy"})
     (batch,) = list(loader)
@@ -129,7 +119,7 @@ def test_kind_prefix_and_raw_bytes(wds):
 
 
 def test_ndarrays_of_different_shapes_name_the_samples_or_come_as_lists(tmp_path):
-    _write_tar(tmp_path / "t.tar", [("a", {"npy": _npy(np.zeros((2, 2), np.float32))}),
+    write_tar(tmp_path / "t.tar", [("a", {"npy": _npy(np.zeros((2, 2), np.float32))}),
                                     ("b", {"npy": _npy(np.zeros((3,), np.float32))})])
     loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields={"x": "npy"})
     with pytest.raises(ValueError, match=r"field 'x': sample 1 has shape \(3,\).*collate=\"list\""):
@@ -149,7 +139,7 @@ def test_ndarrays_of_different_shapes_name_the_samples_or_come_as_lists(tmp_path
 def test_bad_content_names_file_key_field_and_reason(tmp_path, member, data, reason):
     samples = _samples(3)
     samples[1][1][member] = data
-    _write_tar(tmp_path / "bad.tar", samples)
+    write_tar(tmp_path / "bad.tar", samples)
     loader = feedline.Loader(tmp_path / "bad.tar", batch_size=3, fields=FIELDS)
     with pytest.raises(feedline.Error, match=reason) as e:
         list(loader)
@@ -165,7 +155,7 @@ def test_bad_content_names_file_key_field_and_reason(tmp_path, member, data, rea
 def test_a_missing_field_names_the_field_and_the_parts_the_sample_has(tmp_path):
     samples = _samples(2)
     del samples[1][1]["txt"]
-    _write_tar(tmp_path / "t.tar", samples)
+    write_tar(tmp_path / "t.tar", samples)
     loader = feedline.Loader(tmp_path / "t.tar", batch_size=2, fields=FIELDS)
     with pytest.raises(feedline.Error, match=r"key 'shard/00001'.*field 'caption' \(text\): the sample has no "
                                              r"'txt' part \(it has 'jpg', 'cls', 'json', 'npy'\)"):
@@ -187,7 +177,7 @@ def test_image_folder_gives_image_and_label(tmp_path):
 
 def test_a_transform_per_image_field(tmp_path):
     big, small = _photo_jpeg(0), _photo_jpeg(1)
-    _write_tar(tmp_path / "t.tar", [("k", {"jpg": big, "seg.png": small})])
+    write_tar(tmp_path / "t.tar", [("k", {"jpg": big, "seg.png": small})])
     # (a PNG member named seg.png: its part is "seg.png")
     loader = feedline.Loader(tmp_path / "t.tar", batch_size=1, fields={"image": "jpg", "mask": "image:seg.png"},
                              transform={"image": T.Compose([T.Resize(32), T.CenterCrop(32), T.ToTensor()]),

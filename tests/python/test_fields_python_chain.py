@@ -16,13 +16,13 @@ import math
 import os
 import pathlib
 import subprocess
-import tarfile
 
 import numpy as np
 import pytest
 import torch
 import torchvision.transforms as T
 from PIL import Image
+from tar_samples import write_tar
 
 import feedline
 from feedline.transforms import UnsupportedTransformError
@@ -69,15 +69,6 @@ def _encode(img, fmt):
     return buf.getvalue()
 
 
-def _write_tar(path, samples):
-    with tarfile.open(path, "w") as tar:
-        for key, members in samples:
-            for ext, data in members.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The same N samples as a tar set (with a PNG mask per key), an image
@@ -95,8 +86,8 @@ def data(tmp_path_factory):
         (d / "folder" / str(label) / f"{key}.jpg").write_bytes(jpg)
         rows.append({"path": f"folder/{label}/{key}.jpg", "label": label, "key": key})
     (d / "tars").mkdir()
-    _write_tar(d / "tars" / "part-0000.tar", samples[:7])
-    _write_tar(d / "tars" / "part-0001.tar", samples[7:])
+    write_tar(d / "tars" / "part-0000.tar", samples[:7])
+    write_tar(d / "tars" / "part-0001.tar", samples[7:])
     with open(d / "train.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
@@ -262,7 +253,7 @@ def test_a_raising_member_names_sample_field_op_and_exception(data):
 
 def test_a_sample_without_the_fields_part_names_the_field_and_its_parts(tmp_path):
     jpg = _encode(_image(0, (64, 48)), "JPEG")
-    _write_tar(tmp_path / "t.tar", [("a", {"jpg": jpg, "seg.png": _encode(_image(1, (20, 20)), "PNG")}),
+    write_tar(tmp_path / "t.tar", [("a", {"jpg": jpg, "seg.png": _encode(_image(1, (20, 20)), "PNG")}),
                                     ("b", {"jpg": jpg})])
     with feedline.Loader(tmp_path / "t.tar", batch_size=2, fields={"image": "jpg", "mask": "image:seg.png"},
                          transform={"mask": mask_compose()}) as loader:
