@@ -139,7 +139,12 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     out->pixels = rgba_.data();
     return Status::OK();
   }
-  int err = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGBA8, SPNG_DECODE_PROGRESSIVE);
+  // 8-bit RGB (most photographs saved as PNG) is decoded as it is stored,
+  // straight into the kept rows; every other type through RGBA8, the one
+  // format libspng converts every type to, then without its alpha.
+  const bool rgb8 = ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR && ihdr.bit_depth == 8;
+  int err = spng_decode_image(ctx.get(), nullptr, 0, rgb8 ? SPNG_FMT_PNG : SPNG_FMT_RGBA8,
+                              SPNG_DECODE_PROGRESSIVE);
   if (err) return SpngError("corrupt PNG", err);
   if (rgba_.size() < w * 4) rgba_.resize(w * 4);
   if (rgb_.size() < size_t{y1 - y0} * w * 3) rgb_.resize(size_t{y1 - y0} * w * 3);
@@ -148,12 +153,14 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
   // been read, and pixels are not trusted before that (docs/reliability.md 35).
   // Rows outside [y0, y1) are inflated and defiltered, not kept.
   for (uint32_t y = 0; y < ihdr.height; ++y) {
-    err = spng_decode_row(ctx.get(), rgba_.data(), w * 4);
+    const bool keep = y >= y0 && y < y1;
+    uint8_t* dst = keep ? rgb_.data() + size_t{y - y0} * w * 3 : nullptr;
+    err = rgb8 ? spng_decode_row(ctx.get(), keep ? dst : rgba_.data(), w * 3)
+               : spng_decode_row(ctx.get(), rgba_.data(), w * 4);
     if (err != 0 && !(err == SPNG_EOI && y + 1 == ihdr.height)) {
       return SpngError(("corrupt PNG at row " + std::to_string(y)).c_str(), err);
     }
-    if (y < y0 || y >= y1) continue;
-    uint8_t* dst = rgb_.data() + size_t{y - y0} * w * 3;
+    if (!keep || rgb8) continue;
     const uint8_t* src = rgba_.data();
     for (size_t x = 0; x < w; ++x) {
       dst[3 * x] = src[4 * x];

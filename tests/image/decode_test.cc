@@ -196,6 +196,18 @@ TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   // RGBA.
   RgbImage rgba = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_TRUECOLOR_ALPHA, 8, {1, 2, 3, 4}));
   EXPECT_EQ(rgba.pixels, (std::vector<uint8_t>{1, 2, 3}));
+  // 8-bit RGB, read as stored (no RGBA round trip): whole, and rows 1..2 of 4.
+  std::vector<uint8_t> rgb8(3 * 4 * 3);
+  for (size_t i = 0; i < rgb8.size(); ++i) rgb8[i] = static_cast<uint8_t>(i * 7 + 1);
+  const std::vector<uint8_t> rgb8_png = EncodePngRaw(3, 4, SPNG_COLOR_TYPE_TRUECOLOR, 8, rgb8);
+  EXPECT_EQ(MustDecode(rgb8_png).pixels, rgb8);
+  image::PngDecoder d;
+  image::RgbRegion r;
+  ASSERT_TRUE(d.Decode(rgb8_png, {}, 1, 3, &r).ok());
+  ASSERT_EQ(r.y, 1u);
+  ASSERT_EQ(r.height, 2u);
+  EXPECT_EQ(std::vector<uint8_t>(r.pixels, r.pixels + 2 * 3 * 3),
+            std::vector<uint8_t>(rgb8.begin() + 9, rgb8.begin() + 27));
   // 16-bit RGB (libspng's encoder takes host-order samples: 0x1234, 0xABCD,
   // 0xFFFF): the high byte survives.
   RgbImage deep = MustDecode(
