@@ -1,6 +1,8 @@
 #include "feedline/list_dataset.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -64,6 +66,15 @@ Result<std::shared_ptr<const ListDataset>> ListDataset::Open(const std::string& 
   }
   std::string text;
   FEEDLINE_RETURN_IF_ERROR(ReadFileText(path, &text).WithContext("list"));
+  // A list is text. A NUL byte would end a JSON line early in the parser (the
+  // rest of the line silently dropped), so it is refused wherever it stands.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    const uint64_t line =
+        1 + static_cast<uint64_t>(
+                std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n'));
+    return BadLine(path, line,
+                   "a NUL byte at offset " + std::to_string(nul) + " (a list is a text file)");
+  }
   auto ds = std::shared_ptr<ListDataset>(new ListDataset());
   ds->path_ = path;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -109,6 +120,10 @@ Result<std::shared_ptr<const ListDataset>> ListDataset::Open(const std::string& 
           add(it->dump());
         }
       }
+    }
+    if (!parsed.empty() && ds->columns_.empty()) {
+      return InvalidArgumentError("list '" + path + "': its " + std::to_string(parsed.size()) +
+                                  " rows are empty objects (no column anywhere)");
     }
     ds->rows_ = parsed.size();
   } else {

@@ -4,6 +4,7 @@ the sample and the field."""
 import io
 import json
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -281,6 +282,19 @@ def test_malformed_lists_name_the_line(tmp_path, text, reason):
     (tmp_path / "bad.csv").write_text(text)
     with pytest.raises(ValueError, match=r"bad\.csv.*" + reason):
         feedline.Loader(tmp_path / "bad.csv", batch_size=1)
+
+
+@pytest.mark.parametrize("name, data, reason", [
+    # The JSON parser stops at a NUL: without the check, '"label": 3' would vanish.
+    ("bad.jsonl", b'{"path": "a.jpg"}\n{"path": "b.jpg"}\x00, "label": 3}\n',
+     r"line 2: a NUL byte at offset 35 \(a list is a text file\)"),
+    ("bad.csv", b"path,label\na.jpg,1\x00\n", r"line 2: a NUL byte at offset 18"),
+    ("bad.jsonl", b"{}\n\n{}\n", r"its 2 rows are empty objects \(no column anywhere\)"),
+])
+def test_lists_that_are_not_text_or_hold_nothing_are_refused(tmp_path, name, data, reason):
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(ValueError, match=re.escape(name) + ".*" + reason):
+        feedline.Loader(tmp_path / name, batch_size=1, fields={"p": "text:path"})
 
 
 def test_a_missing_file_names_the_column_the_file_and_the_row(tmp_path):
