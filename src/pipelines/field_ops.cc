@@ -1,6 +1,7 @@
 // The ops of samples with several fields (docs/fields.md): each fills one
 // batch field from the sample's parts, checking that the content is what
 // the field's kind says.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -143,11 +144,20 @@ class FieldOp final : public SampleOp {
         }
         break;
       }
-      case FieldRequest::Kind::kJson:
+      case FieldRequest::Kind::kJson: {
+        // JSON text holds no raw NUL; the parser would stop at one and accept
+        // whatever came before it.
+        const auto nul = std::find(p->data.begin(), p->data.end(), uint8_t{0});
+        if (nul != p->data.end()) {
+          return Bad(r_, *p,
+                     "is not valid JSON (a NUL byte at offset " +
+                         std::to_string(nul - p->data.begin()) + ")");
+        }
         if (!nlohmann::json::accept(p->data.begin(), p->data.end())) {
           return Bad(r_, *p, "is not valid JSON (" + std::to_string(p->data.size()) + " bytes)");
         }
         break;
+      }
       case FieldRequest::Kind::kNdarray: {
         Result<pipelines::NpyHeader> h = pipelines::ParseNpy(p->data);
         if (!h.ok()) return Bad(r_, *p, std::string(h.status().message()));

@@ -8,6 +8,7 @@
 // list has rows of the header's width; every refusal says why.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,10 @@ void RunFieldOp(feedline::FieldRequest::Kind kind, std::span<const uint8_t> part
     if (kind != FieldRequest::Kind::kLabel) {
       const std::span<const uint8_t> out = b.bytes(0, 0);
       if (out.size() != part.size()) std::abort();  // accepted parts pass through whole
+      if (kind == FieldRequest::Kind::kJson &&
+          std::find(out.begin(), out.end(), uint8_t{0}) != out.end()) {
+        std::abort();  // the JSON parser stops at a NUL: such a part is never JSON
+      }
     }
   } else if (st.message().empty()) {
     std::abort();
