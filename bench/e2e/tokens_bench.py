@@ -109,14 +109,25 @@ def measure(make, batches, warmup, seqs_per_batch):
     first = time.perf_counter() - t
     for _ in range(warmup):
         next(it)
-    cpu0, t0 = clock.sample(), time.perf_counter()
-    for _ in range(batches):
+
+    def window():
+        cpu0, t0 = clock.sample(), time.perf_counter()
+        for _ in range(batches):
+            next(it)
+        return time.perf_counter() - t0, clock.sample() - cpu0
+
+    # The first window meets a cold mapping (every window a new large folio
+    # to fault in, its page-cache lines not in any cache); a training run
+    # spends all but its first minutes in the steady state, measured after
+    # STEADY_AFTER more batches.
+    cold_wall, cold_cpu = window()
+    for _ in range(int(os.environ.get("STEADY_AFTER", "0"))):
         next(it)
-    wall, cpu = time.perf_counter() - t0, clock.sample() - cpu0
+    wall, cpu = window()
     mem = memory()  # before the loader (and any worker) goes away
-    print(json.dumps({"first_batch_s": first, "wall_s": wall, "cpu_s": cpu, "peak_rss": mem["VmHWM"],
-                      "rss_anon": mem["RssAnon"], "rss_file": mem["RssFile"],
-                      "sequences": batches * seqs_per_batch}))
+    print(json.dumps({"first_batch_s": first, "wall_s": wall, "cpu_s": cpu, "cold_wall_s": cold_wall,
+                      "cold_cpu_s": cold_cpu, "peak_rss": mem["VmHWM"], "rss_anon": mem["RssAnon"],
+                      "rss_file": mem["RssFile"], "sequences": batches * seqs_per_batch}))
 """
 
 BASELINE = COMMON + """
@@ -127,11 +138,16 @@ print(json.dumps({"peak_rss": mem["VmHWM"], "rss_anon": mem["RssAnon"]}))
 
 FEEDLINE = COMMON + """
 import feedline
-path, batch, threads, batches, warmup, seed, with_cu = sys.argv[1], *map(int, sys.argv[2:])
+path, batch, threads, batches, warmup, seed, with_cu = sys.argv[1], *map(int, sys.argv[2:8])
+# A documents corpus (eos-terminated, eos 0) for either packing: argv[8].
+packing = sys.argv[8] if len(sys.argv) > 8 else None
+docs = {} if packing is None else {"packing": packing, "eos_token": 0}
+if packing == "best_fit":
+    docs["pad_token"] = 0
 
 def make():
     loader = feedline.TokenLoader(path, seq_len=%d, batch_size=batch, shuffle=True, seed=seed,
-                                  drop_last=True, num_threads=threads)
+                                  drop_last=True, num_threads=threads, **docs)
     epoch = 0
     while True:
         loader.set_epoch(epoch)
@@ -319,11 +335,11 @@ def setup_litdata(retry_failed, allow_install, status_path=STATUS):
     return st
 
 
-def run_child(python, code, args, python_path=None):
+def run_child(python, code, args, python_path=None, steady_after=0):
     """A child's JSON line (code run with -c; None: args start with a
     script), or {"error": ...} with the tail of its stderr:
     a peer that fails is reported, never dropped."""
-    env = dict(os.environ, BENCH_ROOT=str(ROOT))
+    env = dict(os.environ, BENCH_ROOT=str(ROOT), STEADY_AFTER=str(steady_after))
     if python_path:
         env["PYTHONPATH"] = str(python_path)
     cmd = [str(python), *(["-c", code] if code is not None else []), *map(str, args)]
@@ -365,6 +381,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--batches", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--steady-after", type=int, default=3000,
+                    help="batches between the first (cold) timed window and the steady one")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--python-path", default=str(ROOT / "build" / "python"))
     ap.add_argument("--retry-failed", action="store_true", help="set up the litdata venv again after a failure")
@@ -375,7 +393,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:  # the `make test` smoke: small corpus, one round; uses the litdata venv only if made
-        a.tokens, a.batches, a.warmup, a.repeats = 10**7, 30, 3, 1
+        a.tokens, a.batches, a.warmup, a.repeats, a.steady_after = 10**7, 30, 3, 1, 10
     data = pathlib.Path(a.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     flat = data / f"tokens-uint16-{a.tokens}.bin"
@@ -392,9 +410,18 @@ def main():
             lit = {"ok": False, "error": "litdata.optimize failed: " + conversion["error"]}
     lit_dir = data / f"tokens-uint16-{a.tokens}-litdata"
 
+    # The log-normal documents corpus: the padding figure, and the two
+    # packings timed on it.
+    padding = run_child(PYTHON, PADDING, [data / "tokens-lognormal-docs.bin", 20000 if a.quick else 200000, 1],
+                        a.python_path)
+    docs_file = data / "tokens-lognormal-docs.bin"
     B, n, w = a.batch_size, a.batches, a.warmup
     configs = {
         "feedline 1 thread": (PYTHON, FEEDLINE, [flat, B, 1, n, w], a.python_path),
+        "feedline 1 thread, log-normal documents, concat": (PYTHON, FEEDLINE, [docs_file, B, 1, n, w],
+                                                            a.python_path),
+        "feedline 1 thread, log-normal documents, best_fit": (PYTHON, FEEDLINE, [docs_file, B, 1, n, w],
+                                                              a.python_path),
         "feedline 2 threads": (PYTHON, FEEDLINE, [flat, B, 2, n, w], a.python_path),
         "feedline 1 thread, batches() without cu_seqlens": (PYTHON, FEEDLINE, [flat, B, 1, n, w], a.python_path),
         "nanoGPT get_batch": (PYTHON, NANOGPT, [flat, B, n, w], None),
@@ -407,7 +434,12 @@ def main():
             if name.startswith("litdata") and not lit["ok"]:
                 continue
             extra = [] if code is not FEEDLINE else [0 if "without cu_seqlens" in name else 1]
-            runs[name].append(run_child(py, code, [*args, r + 1, *extra], pp))
+            if "documents" in name:
+                extra.append(name.rsplit(", ", 1)[1])
+                if "error" in padding:  # no documents corpus
+                    runs[name].append({"error": "the documents corpus: " + padding["error"]})
+                    continue
+            runs[name].append(run_child(py, code, [*args, r + 1, *extra], pp, a.steady_after))
     baseline = {"debian python3 + torch 1.13": run_child(PYTHON, BASELINE, [])}
     if lit["ok"]:
         baseline["litdata venv + torch 2.13"] = run_child(VENV_PYTHON, BASELINE, [])
@@ -431,6 +463,7 @@ def main():
             "tokens_per_s": med(lambda x: x["sequences"] * SEQ_LEN / x["wall_s"]),
             "tokens_per_cpu_s": statistics.median(tps), "min": min(tps), "max": max(tps),
             "us_per_sequence": med(lambda x: x["cpu_s"] / x["sequences"] * 1e6),
+            "cold_us_per_sequence": med(lambda x: x["cold_cpu_s"] / x["sequences"] * 1e6),
             "first_batch_s": med(lambda x: x["first_batch_s"]),
             "peak_rss_mib": med(lambda x: x["peak_rss"] / 2**20),
             "rss_anon_mib": med(lambda x: x["rss_anon"] / 2**20),
@@ -448,37 +481,41 @@ def main():
         for peer in ("nanoGPT get_batch", "litdata 0 workers", "litdata 2 workers"):
             ratios[f"{ours} / {peer}, tokens per CPU-second"] = ratio(ours, peer)
     f1 = figures["feedline 1 thread"]
-    padding = run_child(PYTHON, PADDING, [data / "tokens-lognormal-docs.bin", 20000 if a.quick else 200000, 1],
-                        a.python_path)
     if lit["ok"]:
         pack = run_child(VENV_PYTHON, PACK_TEXT, [data / "pack-text", 2 if a.quick else 40], a.python_path)
     else:
         pack = {"error": "needs the litdata venv (tokenizers): " + lit["error"]}
-    targets = {"feedline overhead per 2048-token sequence < 5 µs per core (1 thread)":
+    targets = {"feedline overhead per 2048-token sequence < 5 µs per core (1 thread, steady state)":
                f1.get("us_per_sequence", float("inf")) < 5.0,
                "best-fit padding share < 5% (log-normal documents)": padding.get("best_fit", 1.0) < 0.05}
 
     cores = os.cpu_count()
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",
             "tokens": a.tokens, "seq_len": SEQ_LEN, "batch_size": B, "batches": n, "warmup": w,
+            "steady_after": a.steady_after,
             "repeats": a.repeats, "litdata_ok": lit["ok"], "kernel": platform.release()}
     baseline_mib = {k: v.get("peak_rss", 0) / 2**20 for k, v in baseline.items()}
     baseline_anon_mib = {k: v.get("rss_anon", 0) / 2**20 for k, v in baseline.items()}
     lines = ["# Token streams: feedline.TokenLoader vs nanoGPT get_batch vs litdata", "",
              f"{meta['date']}, {meta['machine']}, page-cached, a fresh process per figure (imports excluded), "
              f"median of {a.repeats} interleaved rounds.", "",
-             f"Corpus: {a.tokens:.0e} random uint16 tokens ({a.tokens * 2 / 1e9:.2f} GB flat file). seq_len "
-             f"{SEQ_LEN}, batch {B}, shuffled, {n} batches timed after {w}. Per core = per CPU-second of the "
-             "process tree.", "",
+             f"Corpus: {a.tokens:.0e} random uint16 tokens ({a.tokens * 2 / 1e9:.2f} GB flat file); the "
+             "'log-normal documents' rows read the eos-terminated documents of the padding figure below "
+             "(either packing, eos_token 0; best fit pads with it). seq_len "
+             f"{SEQ_LEN}, batch {B}, shuffled. Two windows of {n} batches each: the first right after {w} "
+             f"(a cold mapping: column 'first {n} batches') and the steady state, {a.steady_after} batches "
+             "later (every other column). Per core = per CPU-second of the process tree.", "",
              "| loader | tokens/s per core | spread | tokens/s (wall) | µs per sequence (CPU) | "
-             "first batch (s) | peak RSS (MiB) | at the end: anon / file RSS (MiB) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"µs per sequence, first {n} batches | first batch (s) | peak RSS (MiB) | "
+             "at the end: anon / file RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, f in figures.items():
         if "unavailable" in f:
-            lines.append(f"| {name} | unavailable: {f['unavailable'].splitlines()[0][:200]} | | | | | | |")
+            lines.append(f"| {name} | unavailable: {f['unavailable'].splitlines()[0][:200]} | | | | | | | |")
             continue
         lines.append(f"| {name} | {f['tokens_per_cpu_s'] / 1e6:.1f} M | {f['min'] / 1e6:.1f}-"
                      f"{f['max'] / 1e6:.1f} M | {f['tokens_per_s'] / 1e6:.1f} M | {f['us_per_sequence']:.1f} | "
+                     f"{f['cold_us_per_sequence']:.1f} | "
                      f"{f['first_batch_s']:.3f} | {f['peak_rss_mib']:.0f} | {f['rss_anon_mib']:.0f} / "
                      f"{f['rss_file_mib']:.0f} |")
     lines += ["", "The interpreter with only numpy and torch imported: " + ", ".join(
