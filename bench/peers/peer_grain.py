@@ -1,6 +1,7 @@
 """Grain with PIL: MapDataset.source -> shuffle -> random_map (PIL decode,
 RandomResizedCrop drawn as torchvision draws it, flip, normalise in numpy)
--> repeat -> to_iter_dataset -> batch -> mp_prefetch, as Grain's
+-> repeat -> to_iter_dataset -> batch -> mp_prefetch (eval: sequential
+slices, so the file order is kept), as Grain's
 performance guide recommends: worker processes = cores (persistent: one
 iterator across epochs), one read thread in each, a prefetch buffer of one
 batch's worth of images per worker."""
@@ -59,7 +60,12 @@ def make(a, files, labels):
     ds = ds.repeat()
     it = ds.to_iter_dataset(grain.ReadOptions(num_threads=1, prefetch_buffer_size=a.batch // a.cores))
     it = it.batch(a.batch, drop_remainder=True)
-    return it.mp_prefetch(grain.MultiprocessingOptions(num_workers=a.cores, per_worker_buffer_size=1))
+    # Eval keeps the file order: each worker takes a consecutive slice of the
+    # records (Grain's sequential_slice) instead of every num_workers-th one,
+    # so the first batch holds the first files, the images the output check
+    # compares with torchvision's. Train slices by stride: a global shuffle.
+    return it.mp_prefetch(grain.MultiprocessingOptions(num_workers=a.cores, per_worker_buffer_size=1),
+                          sequential_slice=a.recipe != "train")
 
 
 def to_numpy(batch):
