@@ -6,6 +6,7 @@
 // cost is its row minus that one (docs/augmentations.md's cost table).
 //
 //   BM_PixelOp/<case> (the last three: the affine warp, src/image/affine.cc)
+//   BM_Warp/<rotate_nearest, rotate_bilinear, affine_bilinear>/<SIMD, scalar reference>
 //   BM_RandomErasing/<constant, random>, BM_BatchMix/<mixup, cutmix>/<f32, bf16>
 #include <benchmark/benchmark.h>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "feedline/image.h"
+#include "src/image/affine.h"
 #include "src/image/color_ops.h"
 
 namespace feedline {
@@ -116,6 +118,24 @@ void BM_PixelOp(benchmark::State& state) {
   state.SetLabel(c.name);
 }
 BENCHMARK(BM_PixelOp)->DenseRange(0, 18);
+
+// The warp alone, on the 8-bit planes: the SIMD kernel (arg 1 = 0) against
+// the scalar reference (1), for the three warp cases above.
+void BM_Warp(benchmark::State& state) {
+  const Case& c = Cases()[Cases().size() - 3 + static_cast<size_t>(state.range(0))];
+  const bool reference = state.range(1) != 0;
+  const std::vector<uint8_t>& src = Planes();
+  std::vector<uint8_t> planes(src.size()), scratch;
+  for (auto _ : state) {
+    std::memcpy(planes.data(), src.data(), src.size());
+    image::ApplyAffineStep(c.steps[0], kSide, kSide, planes.data(), &scratch, reference);
+    benchmark::DoNotOptimize(planes.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kSide * kSide);
+  state.SetLabel(std::string(c.name) + (reference ? " (scalar reference)" : " (SIMD)"));
+}
+BENCHMARK(BM_Warp)->ArgsProduct({{0, 1, 2}, {0, 1}});
 
 // RandomErasing on a float32 224x224 output (issue 17): the draw and the
 // write of one rectangle (p = 1, torchvision's default scale and ratio),

@@ -7,6 +7,8 @@
 #include <numbers>
 #include <string>
 
+#include "src/image/affine_hwy.h"
+
 namespace feedline::image {
 namespace {
 
@@ -100,7 +102,7 @@ float LinspaceF32(double start, double end, uint32_t steps, uint32_t index) {
 }
 
 void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
-                     std::vector<uint8_t>* scratch) {
+                     std::vector<uint8_t>* scratch, bool reference) {
   // v2's rotate_image reduces the angle first and builds the matrix from
   // the reduced one (v1's rotate used it as given).
   const double angle = s.rotate ? ReduceDegrees(s.angle) : s.angle;
@@ -121,8 +123,11 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
   const float b0 = static_cast<float>(m[3]) / hh, b1 = static_cast<float>(m[4]) / hh,
               b2 = static_cast<float>(m[5]) / hh;
   const size_t n = size_t{w} * h;
-  scratch->assign(chw, chw + 3 * n);
-  const uint8_t* src = scratch->data();
+  // The source copy, with 4 bytes either side for the SIMD kernel's
+  // 32-bit gathers (affine_hwy.h).
+  scratch->resize(3 * n + 8);
+  std::memcpy(scratch->data() + 4, chw, 3 * n);
+  const uint8_t* src = scratch->data() + 4;
   const bool nearest = s.interpolation == WarpInterpolation::kNearest;
   float fill[3];
   uint8_t outside[3];  // the value of a pixel that maps outside the image
@@ -131,12 +136,22 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
     outside[c] = s.has_fill ? ToUint8(fill[c]) : 0;
   }
   // The output pixel centres' x, once per image (linspace per row is the
-  // same for every row).
-  std::vector<float> col_x(w);
+  // same for every row), and each row's y; col_x padded for the kernel's
+  // last vector.
+  const size_t lanes = reference ? 0 : WarpLanes();
+  std::vector<float> col_x(w + lanes, 0.0f), row_y(h);
   for (uint32_t j = 0; j < w; ++j) col_x[j] = LinspaceF32((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, j);
+  for (uint32_t i = 0; i < h; ++i) row_y[i] = LinspaceF32((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, i);
+  if (!reference && 3 * n < (size_t{1} << 31) - 16) {
+    const WarpGrid g{a0, a1, a2, b0, b1, b2, hw, hh};
+    WarpPlanes(src, w, h, col_x.data(), row_y.data(), g, nearest, s.has_fill ? fill : nullptr,
+               outside, chw);
+    return;
+  }
+  // The scalar reference, pixel by pixel.
   const auto iw = static_cast<int32_t>(w), ih = static_cast<int32_t>(h);
   for (uint32_t i = 0; i < h; ++i) {
-    const float y = LinspaceF32((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, i);
+    const float y = row_y[i];
     for (uint32_t j = 0; j < w; ++j) {
       const float x = col_x[j];
       const float gx = x * a0 + y * a1 + a2, gy = x * b0 + y * b1 + b2;

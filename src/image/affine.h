@@ -49,9 +49,11 @@ std::array<double, 6> InverseAffineMatrix(double center_x, double center_y, doub
 float LinspaceF32(double start, double end, uint32_t steps, uint32_t index);
 
 // Applies a kAffine step to `chw` (3 planes of width * height) in place;
-// `scratch` holds a copy of the source.
+// `scratch` holds a copy of the source. The warp runs in the SIMD kernel
+// (affine_hwy.h); `reference` runs the scalar reference instead, pixel by
+// pixel (the same bytes: tests/image/affine_test.cc).
 void ApplyAffineStep(const PixelStep& step, uint32_t width, uint32_t height, uint8_t* chw,
-                     std::vector<uint8_t>* scratch);
+                     std::vector<uint8_t>* scratch, bool reference = false);
 
 }  // namespace feedline::image
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "feedline/image.h"
+#include "hwy/targets.h"
 
 namespace feedline {
 namespace {
@@ -145,6 +146,59 @@ TEST(AffineTest, BilinearFillBlendsThroughTheInBoundsWeight) {
     between += unfilled[i] > 0 && unfilled[i] < 200;
   }
   EXPECT_GT(between, 0u);
+}
+
+// Every compiled SIMD target's warp writes the scalar reference's bytes:
+// both compute the same float32 operations in the same order. Odd sizes
+// (a partial last vector, a 1-pixel image), rotations, shears, scales and
+// translations that push samples past every edge, both interpolations,
+// with and without fill.
+TEST(AffineTest, EveryTargetWarpsAsTheScalarReference) {
+  struct Size {
+    uint32_t w, h;
+  };
+  const Size sizes[] = {{1, 1}, {2, 3}, {17, 9}, {37, 53}, {64, 64}, {97, 61}, {224, 224}};
+  struct Params {
+    double angle, tx, ty, scale, shx, shy;
+  };
+  const Params params[] = {{17.3, 0, 0, 1, 0, 0},       {-33, 3, -2, 1, 0, 0},
+                           {0, 0, 0, 1, 28.5, 0},       {0, 0, 0, 1, 0, -17},
+                           {5, -7, 11, 0.7, 9, -4},     {145, 2, 2, 1.6, -20, 12},
+                           {89.9, 0, 0, 1, 0, 0},       {0, 0.5, 0, 1, 0, 0},
+                           {270.01, -1, 1, 0.35, 0, 0}, {0, 0, 0, 1, 89.99, 0}};
+  std::vector<int64_t> targets;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) targets.push_back(t);
+  ASSERT_FALSE(targets.empty());
+  std::vector<uint8_t> scratch;
+  for (const Size& z : sizes) {
+    const std::vector<uint8_t> src = Planes(z.w, z.h, z.w * 1000 + z.h);
+    for (const Params& p : params) {
+      for (auto interp : {WarpInterpolation::kNearest, WarpInterpolation::kBilinear}) {
+        for (bool fill : {false, true}) {
+          PixelStep s = Affine(p.angle, p.tx, p.ty, p.scale, p.shx, p.shy);
+          s.interpolation = interp;
+          s.has_fill = fill;
+          s.fill = {7, 130, 251};
+          std::vector<uint8_t> ref = src;
+          image::ApplyAffineStep(s, z.w, z.h, ref.data(), &scratch, /*reference=*/true);
+          for (int64_t t : targets) {
+            hwy::SetSupportedTargetsForTest(t);
+            std::vector<uint8_t> got = src;
+            image::ApplyAffineStep(s, z.w, z.h, got.data(), &scratch);
+            hwy::SetSupportedTargetsForTest(0);
+            size_t first = 0;
+            while (first < got.size() && got[first] == ref[first]) ++first;
+            ASSERT_EQ(first, got.size())
+                << hwy::TargetName(t) << " " << z.w << "x" << z.h << " angle " << p.angle
+                << " shear " << p.shx << "," << p.shy << " scale " << p.scale
+                << (interp == WarpInterpolation::kNearest ? " nearest" : " bilinear")
+                << (fill ? " fill" : "") << ": byte " << first << " is " << int{got[first]}
+                << ", the reference's " << int{ref[first]};
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(AffineTest, CoordinatesFarOutsideGiveTheFill) {
