@@ -383,6 +383,10 @@ FEEDLINE_EXPORT BatchMixParams DrawBatchMix(std::span<const BatchMixOp> choices,
 // shapes keep their precision), for DrawBatchMix and its tests.
 FEEDLINE_EXPORT double SampleBeta(double a, double b, SampleRng& rng);
 
+// A Dirichlet(alpha, ..., alpha) draw into `weights` (one normalised
+// Marsaglia-Tsang gamma per entry, in logs), for AugMix and its tests.
+FEEDLINE_EXPORT void SampleDirichlet(double alpha, std::span<double> weights, SampleRng& rng);
+
 // Applies `p` in place to `n` images of channels x height x width in
 // `layout` and `dtype` (float32, float16, bfloat16; uint8 for CutMix only,
 // as torch cannot blend uint8 in place) at `images`, and writes the soft
