@@ -445,7 +445,7 @@ class Pipeline {
   // mix = m * orig in float32, then mix += w_i * chain_i per chain in order
   // (each product rounded to float32, then the sum), then .to(uint8):
   // truncation (the weights sum to 1, so the values stay in [0, 255]; the
-  // clamp only guards a float32 overshoot). The products come from a
+  // bounds only guard a float32 overshoot). The products come from a
   // 256-entry table per channel, w * value through the pending table: the
   // same float32 numbers as per pixel.
   void BeginMix(float original_weight) {
@@ -490,7 +490,8 @@ class Pipeline {
     FinishChain();
     const float* sum = scratch_->mix_sum.data();
     for (size_t i = 0; i < 3 * n_; ++i) {
-      px_[i] = static_cast<uint8_t>(std::clamp(sum[i], 0.0f, 255.0f));
+      // Not a number (only from weights CheckPixelSteps refuses) is 0.
+      px_[i] = static_cast<uint8_t>(sum[i] > 0.0f ? std::min(sum[i], 255.0f) : 0.0f);
     }
     Reset();
     mixing_ = false;
