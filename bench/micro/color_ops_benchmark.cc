@@ -7,7 +7,8 @@
 //
 //   BM_PixelOp/<case> (the last three: the affine warp, src/image/affine.cc)
 //   BM_Warp/<rotate_nearest, rotate_bilinear, affine_bilinear>/<SIMD, scalar reference>
-//   BM_RandomErasing/<constant, random>, BM_BatchMix/<mixup, cutmix>/<f32, bf16>
+//   BM_AugMix/<default, blend>, BM_RandomErasing/<constant, random>,
+//   BM_BatchMix/<mixup, cutmix>/<f32, bf16>
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -160,6 +161,48 @@ void BM_RandomErasing(benchmark::State& state) {
   state.SetLabel(op.random_value ? "erase-random" : "erase-constant");
 }
 BENCHMARK(BM_RandomErasing)->DenseRange(0, 1);
+
+// AugMix on the 224x224 planes, then the float32 conversion (so minus the
+// `none` row is its own cost). range(0): 0 torchvision's defaults (three
+// chains of 1..3 ops, all ops, severity 3), drawn per iteration from a new
+// sample's stream, so the figure averages over the ops drawn; 1 the blend
+// alone (three chains of one brightness step: table ops, folded).
+void BM_AugMix(benchmark::State& state) {
+  const bool blend_only = state.range(0) == 1;
+  PixelOp op;
+  op.kind = PixelOpKind::kAugMix;
+  op.interpolation = WarpInterpolation::kBilinear;
+  op.num_magnitude_bins = 10;
+  if (!CheckPixelOps({&op, 1}).ok()) std::abort();
+  std::vector<PixelStep> steps;
+  if (blend_only) {
+    using K = PixelStepKind;
+    steps = {{K::kMixBegin, 0.4},   {K::kMixChain, 0.2}, {K::kBrightness, 1.2}, {K::kMixChain, 0.2},
+             {K::kBrightness, 0.8}, {K::kMixChain, 0.2}, {K::kBrightness, 1.1}, {K::kMixEnd}};
+  }
+  const std::vector<uint8_t>& src = Planes();
+  std::vector<uint8_t> planes(src.size());
+  std::vector<float> out(src.size());
+  image::OutputFormat format;
+  format.mul = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
+  format.add = {-2.1f, -2.0f, -1.8f};
+  image::PixelScratch scratch;
+  uint64_t sample = 0;
+  for (auto _ : state) {
+    if (!blend_only) {
+      steps.clear();
+      SampleRng rng = SampleRng::ForSample(1, 0, sample++, 0);
+      DrawPixelSteps({&op, 1}, rng, &steps);
+    }
+    std::memcpy(planes.data(), src.data(), src.size());
+    image::ApplyStepsAndConvert(steps, kSide, kSide, planes.data(), format, &scratch, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kSide * kSide);
+  state.SetLabel(blend_only ? "augmix-blend" : "augmix-default");
+}
+BENCHMARK(BM_AugMix)->DenseRange(0, 1);
 
 // MixUp and CutMix on a batch of 32 float32 224x224 images (range(1): 0
 // float32, 1 bfloat16), per output pixel of the batch.

@@ -126,6 +126,10 @@ enum class PixelOpKind {
   kTrivialAugmentWide,  // TrivialAugmentWide(num_magnitude_bins, interpolation, fill)
   kRandAugment,         // RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)
   kAutoAugment,         // AutoAugment(IMAGENET policy, interpolation, fill)
+  // AugMix(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill):
+  // mixture_width chains of policy ops, each on the original image, blended
+  // in float32 with Dirichlet weights, then with the original by a Beta weight.
+  kAugMix,
 };
 
 // Sampling of the geometric ops (torchvision's grid_sample modes).
@@ -162,8 +166,23 @@ struct FEEDLINE_EXPORT PixelOp {
   // The policies.
   uint32_t num_ops = 2;              // kRandAugment
   uint32_t magnitude = 9;            // kRandAugment: a bin index < num_magnitude_bins
-  uint32_t num_magnitude_bins = 31;  // kRandAugment, kTrivialAugmentWide: >= 2; kAutoAugment: 10
+  uint32_t num_magnitude_bins = 31;  // kRandAugment, kTrivialAugmentWide: >= 2; kAutoAugment,
+                                     // kAugMix: 10
+  // kAugMix (torchvision's names): the magnitude bin is drawn in [0, severity)
+  // of 10; chain_depth > 0 is every chain's length, otherwise each chain's is
+  // uniform in 1..3; alpha is the Dirichlet and Beta parameter; all_ops adds
+  // Brightness, Color, Contrast and Sharpness to the 9 other ops.
+  uint32_t severity = 3;       // 1..10
+  uint32_t mixture_width = 3;  // 1..kMaxAugMixWidth
+  int32_t chain_depth = -1;    // at most kMaxAugMixDepth
+  double alpha = 1.0;          // > 0
+  bool all_ops = true;
 };
+
+// feedline's bounds on AugMix's sizes (torchvision has none; a larger value
+// is refused naming the bound, and a Compose then runs AugMix in Python).
+inline constexpr uint32_t kMaxAugMixWidth = 64;
+inline constexpr int32_t kMaxAugMixDepth = 64;
 
 // One concrete step with its drawn parameter.
 enum class PixelStepKind {
@@ -180,6 +199,15 @@ enum class PixelStepKind {
   kSharpness,
   kGaussianBlur,
   kAffine,  // torchvision's affine() or rotate() with the fields below
+  // AugMix's blend, around its chains: kMixBegin (value: the original's
+  // weight) keeps the image as the original and starts a float32 sum at
+  // value * original; each kMixChain (value: the chain's weight) restarts
+  // from the original, and the steps after it, up to the next kMixChain or
+  // kMixEnd, are the chain, added to the sum times its weight; kMixEnd
+  // writes the sum back, truncated to uint8 (torch's .to(uint8)).
+  kMixBegin,
+  kMixChain,
+  kMixEnd,
 };
 // How a kAffine step's translate_x / translate_y become whole pixels of the
 // image it is applied to (W x H).
@@ -187,6 +215,7 @@ enum class AffineTranslate {
   kPixels,         // as given (whole pixels)
   kRoundFraction,  // round_half_even(t * W): RandomAffine's draw
   kRandAugment,    // +-bin: int(linspace_f32(0, 150 / 331 * W, bins)[bin])
+  kAugMix,         // +-bin: int(linspace_f32(0, W / 3, bins)[bin])
 };
 struct FEEDLINE_EXPORT PixelStep {
   PixelStepKind kind = PixelStepKind::kBrightness;
@@ -215,13 +244,23 @@ FEEDLINE_EXPORT Status CheckPixelOps(std::span<const PixelOp> ops);
 // uniform in its range; Random*: applied with probability p; GaussianBlur:
 // sigma uniform; RandomRotation / RandomAffine: get_params' parameters;
 // the policies: their ops, bins and signs, one kAffine or colour step per
-// op, none for Identity). Appends to `steps`.
+// op, none for Identity; AugMix: kMixBegin, then per chain kMixChain and its
+// ops, then kMixEnd). Appends to `steps`.
 FEEDLINE_EXPORT void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng,
                                     std::vector<PixelStep>* steps);
 
+// InvalidArgument naming the step's position for a list ApplyPixelSteps
+// would not run as written: a kMixChain or kMixEnd outside kMixBegin ..
+// kMixEnd, a kMixBegin inside one or never ended, an op between kMixBegin
+// and its first kMixChain, or a weight that is not finite. DrawPixelSteps'
+// lists pass.
+FEEDLINE_EXPORT Status CheckPixelSteps(std::span<const PixelStep> steps);
+
 // Applies `steps` in order to a planar 8-bit RGB image (3 planes of
 // width * height bytes, CHW), in place. Steps come from DrawPixelSteps on
-// ops that passed CheckPixelOps (or have parameters in those ranges).
+// ops that passed CheckPixelOps (or have parameters in those ranges, and
+// pass CheckPixelSteps; the marker steps of a list that does not are
+// skipped where out of place, never read out of bounds).
 FEEDLINE_EXPORT void ApplyPixelSteps(std::span<const PixelStep> steps, uint32_t width,
                                      uint32_t height, uint8_t* chw);
 
@@ -382,6 +421,10 @@ FEEDLINE_EXPORT BatchMixParams DrawBatchMix(std::span<const BatchMixOp> choices,
 // A Beta(a, b) draw (two Marsaglia-Tsang gammas, in logs so that small
 // shapes keep their precision), for DrawBatchMix and its tests.
 FEEDLINE_EXPORT double SampleBeta(double a, double b, SampleRng& rng);
+
+// A Dirichlet(alpha, ..., alpha) draw into `weights` (one normalised
+// Marsaglia-Tsang gamma per entry, in logs), for AugMix and its tests.
+FEEDLINE_EXPORT void SampleDirichlet(double alpha, std::span<double> weights, SampleRng& rng);
 
 // Applies `p` in place to `n` images of channels x height x width in
 // `layout` and `dtype` (float32, float16, bfloat16; uint8 for CutMix only,

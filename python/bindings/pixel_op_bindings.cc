@@ -38,6 +38,7 @@ Image CopyChw(const Image& image) {
 }
 
 Image Apply(const std::vector<PixelStep>& steps, const Image& image) {
+  ThrowIfError(CheckPixelSteps(steps));
   Image out = CopyChw(image);
   const auto h = static_cast<uint32_t>(out.shape(1)), w = static_cast<uint32_t>(out.shape(2));
   uint8_t* px = out.mutable_data();
@@ -270,14 +271,16 @@ void RegisterPixelOps(py::module_& m) {
       .value("AFFINE", PixelOpKind::kAffine)
       .value("TRIVIAL_AUGMENT_WIDE", PixelOpKind::kTrivialAugmentWide)
       .value("RAND_AUGMENT", PixelOpKind::kRandAugment)
-      .value("AUTO_AUGMENT", PixelOpKind::kAutoAugment);
+      .value("AUTO_AUGMENT", PixelOpKind::kAutoAugment)
+      .value("AUG_MIX", PixelOpKind::kAugMix);
   py::enum_<WarpInterpolation>(m, "WarpInterpolation")
       .value("NEAREST", WarpInterpolation::kNearest)
       .value("BILINEAR", WarpInterpolation::kBilinear);
   py::enum_<AffineTranslate>(m, "AffineTranslate")
       .value("PIXELS", AffineTranslate::kPixels)
       .value("ROUND_FRACTION", AffineTranslate::kRoundFraction)
-      .value("RAND_AUGMENT", AffineTranslate::kRandAugment);
+      .value("RAND_AUGMENT", AffineTranslate::kRandAugment)
+      .value("AUG_MIX", AffineTranslate::kAugMix);
   py::class_<PixelOp>(m, "PixelOp")
       .def(py::init<>())
       .def_readwrite("kind", &PixelOp::kind)
@@ -309,7 +312,12 @@ void RegisterPixelOps(py::module_& m) {
       .def_readwrite("fill", &PixelOp::fill)
       .def_readwrite("num_ops", &PixelOp::num_ops)
       .def_readwrite("magnitude", &PixelOp::magnitude)
-      .def_readwrite("num_magnitude_bins", &PixelOp::num_magnitude_bins);
+      .def_readwrite("num_magnitude_bins", &PixelOp::num_magnitude_bins)
+      .def_readwrite("severity", &PixelOp::severity)
+      .def_readwrite("mixture_width", &PixelOp::mixture_width)
+      .def_readwrite("chain_depth", &PixelOp::chain_depth)
+      .def_readwrite("alpha", &PixelOp::alpha)
+      .def_readwrite("all_ops", &PixelOp::all_ops);
   py::enum_<PixelStepKind>(m, "PixelStepKind")
       .value("BRIGHTNESS", PixelStepKind::kBrightness)
       .value("CONTRAST", PixelStepKind::kContrast)
@@ -323,7 +331,10 @@ void RegisterPixelOps(py::module_& m) {
       .value("EQUALIZE", PixelStepKind::kEqualize)
       .value("SHARPNESS", PixelStepKind::kSharpness)
       .value("GAUSSIAN_BLUR", PixelStepKind::kGaussianBlur)
-      .value("AFFINE", PixelStepKind::kAffine);
+      .value("AFFINE", PixelStepKind::kAffine)
+      .value("MIX_BEGIN", PixelStepKind::kMixBegin)
+      .value("MIX_CHAIN", PixelStepKind::kMixChain)
+      .value("MIX_END", PixelStepKind::kMixEnd);
   py::class_<PixelStep>(m, "PixelStep")
       .def(py::init<>())
       .def(py::init([](PixelStepKind kind, double value, uint32_t kw, uint32_t kh) {
@@ -355,7 +366,8 @@ void RegisterPixelOps(py::module_& m) {
       py::arg("ops"));
   m.def("draw_pixel_steps", &Draw, py::arg("ops"), py::arg("seed"), py::arg("epoch") = 0,
         py::arg("sample_id") = 0);
-  // A new (3, H, W) uint8 array: `image` through the steps.
+  // A new (3, H, W) uint8 array: `image` through the steps (ValueError for
+  // a list CheckPixelSteps refuses, e.g. AugMix's markers out of place).
   m.def("apply_pixel_steps", &Apply, py::arg("steps"), py::arg("image"));
   // `ops` with parameters drawn from `seed`: one image, outside a loader.
   m.def(

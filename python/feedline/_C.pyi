@@ -50,6 +50,7 @@ class PixelOpKind:
     TRIVIAL_AUGMENT_WIDE: PixelOpKind
     RAND_AUGMENT: PixelOpKind
     AUTO_AUGMENT: PixelOpKind
+    AUG_MIX: PixelOpKind
 
 class WarpInterpolation:
     NEAREST: WarpInterpolation
@@ -59,6 +60,7 @@ class AffineTranslate:
     PIXELS: AffineTranslate
     ROUND_FRACTION: AffineTranslate
     RAND_AUGMENT: AffineTranslate
+    AUG_MIX: AffineTranslate
 
 class PixelOp:
     """A colour or pixel op as written (random parameters still to draw)."""
@@ -92,6 +94,11 @@ class PixelOp:
     num_ops: int
     magnitude: int
     num_magnitude_bins: int
+    severity: int
+    mixture_width: int
+    chain_depth: int
+    alpha: float
+    all_ops: bool
     def __init__(self) -> None: ...
 
 class PixelStepKind:
@@ -108,6 +115,9 @@ class PixelStepKind:
     SHARPNESS: PixelStepKind
     GAUSSIAN_BLUR: PixelStepKind
     AFFINE: PixelStepKind
+    MIX_BEGIN: PixelStepKind
+    MIX_CHAIN: PixelStepKind
+    MIX_END: PixelStepKind
 
 class PixelStep:
     """One concrete step with its drawn parameter."""

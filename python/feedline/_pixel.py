@@ -362,9 +362,46 @@ def _imagenet_policy(policy: Any) -> None:
         raise _NotNative(f"AutoAugment policy {name!r}: only the ImageNet policy is native")
 
 
+# feedline's bounds on AugMix's sizes (kMaxAugMixWidth, kMaxAugMixDepth in feedline/image.h).
+_AUGMIX_MAX_WIDTH = 64
+_AUGMIX_MAX_DEPTH = 64
+
+
+def augmix_fields(severity: Any, mixture_width: Any, chain_depth: Any, alpha: Any, all_ops: Any,
+                  interpolation: Any, fill: Any) -> Fields:
+    """AugMix's fields. Widths and depths past feedline's bounds raise
+    _NotNative naming them (torchvision has no bound); severity and alpha
+    are checked by the native op (check_pixel_ops)."""
+    width, depth = int(mixture_width), int(chain_depth)
+    if not 1 <= width <= _AUGMIX_MAX_WIDTH:
+        raise _NotNative(f"AugMix mixture_width={width}: native for 1..{_AUGMIX_MAX_WIDTH}")
+    if depth > _AUGMIX_MAX_DEPTH:
+        raise _NotNative(f"AugMix chain_depth={depth}: native up to {_AUGMIX_MAX_DEPTH} (or <= 0: 1..3 at random)")
+    return {**policy_fields("AUG_MIX", interpolation, fill, 10), "severity": max(0, min(int(severity), 2**31)),
+            "mixture_width": width, "chain_depth": max(depth, -1), "alpha": float(alpha), "all_ops": bool(all_ops)}
+
+
+class AugMix(PixelTransform):
+    """torchvision AugMix: `mixture_width` chains, each of `chain_depth`
+    ops (<= 0: 1 to 3, uniformly) drawn uniformly from its 9 ops (13 with
+    all_ops: Brightness, Color, Contrast, Sharpness added), each at a bin
+    uniform in [0, severity) of 10, signed at random, every chain applied
+    to the original image; the chains blended in float32 with
+    Dirichlet([alpha] * mixture_width) weights, and with the original by a
+    Beta(alpha, alpha) weight m: m * original + (1 - m) * sum(w_i * chain_i),
+    truncated to uint8."""
+
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1, alpha: float = 1.0,
+                 all_ops: bool = True, interpolation: Any = "bilinear", fill: Any = None) -> None:
+        self._args = {"severity": severity, "mixture_width": mixture_width, "chain_depth": chain_depth,
+                      "alpha": alpha, "all_ops": all_ops, "interpolation": interpolation, "fill": fill}
+        self.fields = augmix_fields(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill)
+        _C.check_pixel_ops([self.op()])
+
+
 PIXEL_CLASSES = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert", "RandomPosterize", "RandomSolarize",
                  "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "GaussianBlur",
-                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment")
+                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "AugMix")
 
 
 def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
@@ -378,13 +415,16 @@ def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
         return {"kind": "GRAYSCALE", "p": 1.0}, ""
     if name == "GaussianBlur":
         return blur_fields(m.kernel_size, m.sigma), ""
-    if name in ("RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment"):
+    if name in ("RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "AugMix"):
         try:
             if name == "RandomRotation":
                 return rotation_fields(m.degrees, m.interpolation, m.expand, m.center, m.fill), ""
             if name == "RandomAffine":
                 return affine_fields(m.degrees, m.translate, m.scale, m.shear, m.interpolation, m.fill,
                                      getattr(m, "center", None)), ""
+            if name == "AugMix":
+                return augmix_fields(m.severity, m.mixture_width, m.chain_depth, m.alpha, m.all_ops,
+                                     m.interpolation, m.fill), ""
             if name == "AutoAugment":
                 _imagenet_policy(m.policy)
                 return policy_fields("AUTO_AUGMENT", m.interpolation, m.fill, 10), ""

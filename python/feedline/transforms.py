@@ -24,6 +24,7 @@ import torch
 from . import _C
 from ._batch import IMAGE_DTYPES, CutMix, MixUp, RandomChoice, RandomErasing
 from ._pixel import (
+    AugMix,
     AutoAugment,
     ColorJitter,
     GaussianBlur,
@@ -49,7 +50,7 @@ __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "image
            "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
            "GaussianBlur", "with_pixel_ops", "RandomErasing", "with_random_erasing", "MixUp", "CutMix",
            "RandomChoice", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment",
-           "AutoAugment"]
+           "AutoAugment", "AugMix"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <span>
 #include <string>
 
 #include "src/image/affine_hwy.h"
@@ -61,9 +62,13 @@ int32_t TranslatePixels(const PixelStep& s, double value, uint32_t size) {
     case AffineTranslate::kRoundFraction:
       return static_cast<int32_t>(
           std::clamp(std::nearbyint(value * static_cast<double>(size)), -1e9, 1e9));
-    case AffineTranslate::kRandAugment: {
+    case AffineTranslate::kRandAugment:
+    case AffineTranslate::kAugMix: {
       const auto bin = static_cast<uint32_t>(std::fabs(value));
-      const double m = LinspaceF32(0.0, 150.0 / 331.0 * size, s.magnitude_bins, bin);
+      const double end = s.translate_unit == AffineTranslate::kAugMix
+                             ? static_cast<double>(size) / 3.0
+                             : 150.0 / 331.0 * size;
+      const double m = LinspaceF32(0.0, end, s.magnitude_bins, bin);
       return static_cast<int32_t>(value < 0 ? -m : m);  // int(): toward zero
     }
   }
@@ -200,12 +205,13 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
 bool IsGeometricPixelOp(PixelOpKind kind) {
   return kind == PixelOpKind::kRotation || kind == PixelOpKind::kAffine ||
          kind == PixelOpKind::kTrivialAugmentWide || kind == PixelOpKind::kRandAugment ||
-         kind == PixelOpKind::kAutoAugment;
+         kind == PixelOpKind::kAutoAugment || kind == PixelOpKind::kAugMix;
 }
 
 namespace {
 
-constexpr uint32_t kAutoAugmentBins = 10;  // torchvision's _augmentation_space(10, ...)
+// torchvision's _augmentation_space(10, ...) (AugMix: its _PARAMETER_MAX).
+constexpr uint32_t kAutoAugmentBins = 10;
 
 bool Ordered(const std::array<double, 2>& r) {
   return std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] <= r[1];
@@ -240,10 +246,32 @@ Status CheckGeometricPixelOp(const PixelOp& op) {
       return InvalidArgumentError("num_magnitude_bins must be in 2..100000");
     }
   }
-  if (op.kind == PixelOpKind::kAutoAugment && op.num_magnitude_bins != kAutoAugmentBins) {
-    return InvalidArgumentError("AutoAugment's magnitudes come in " +
-                                std::to_string(kAutoAugmentBins) + " bins, not " +
-                                std::to_string(op.num_magnitude_bins));
+  if (op.kind == PixelOpKind::kAugMix) {
+    if (op.severity < 1 || op.severity > kAutoAugmentBins) {
+      return InvalidArgumentError("The severity must be between [1, 10]. Got " +
+                                  std::to_string(op.severity) + " instead.");
+    }
+    if (op.mixture_width < 1 || op.mixture_width > kMaxAugMixWidth) {
+      return InvalidArgumentError("mixture_width must be in 1.." + std::to_string(kMaxAugMixWidth) +
+                                  ", got " + std::to_string(op.mixture_width));
+    }
+    if (op.chain_depth > kMaxAugMixDepth) {
+      return InvalidArgumentError("chain_depth must be at most " + std::to_string(kMaxAugMixDepth) +
+                                  " (<= 0: uniform in 1..3), got " +
+                                  std::to_string(op.chain_depth));
+    }
+    if (!(op.alpha > 0 && std::isfinite(op.alpha))) {
+      return InvalidArgumentError(
+          "alpha must be positive (the Dirichlet and Beta parameter), got " +
+          std::to_string(op.alpha));
+    }
+  }
+  if ((op.kind == PixelOpKind::kAutoAugment || op.kind == PixelOpKind::kAugMix) &&
+      op.num_magnitude_bins != kAutoAugmentBins) {
+    return InvalidArgumentError(
+        std::string(op.kind == PixelOpKind::kAugMix ? "AugMix" : "AutoAugment") +
+        "'s magnitudes come in " + std::to_string(kAutoAugmentBins) + " bins, not " +
+        std::to_string(op.num_magnitude_bins));
   }
   if (op.kind == PixelOpKind::kRandAugment) {
     if (op.magnitude >= op.num_magnitude_bins) {
@@ -259,7 +287,8 @@ Status CheckGeometricPixelOp(const PixelOp& op) {
 namespace {
 
 // The ops of TrivialAugmentWide and RandAugment, in torchvision's order;
-// then kInvert, which only AutoAugment's sub-policies use.
+// then kInvert, which only AutoAugment's sub-policies use. (AugMix's order
+// is kAugMixOps'.)
 enum class PolicyOp {
   kIdentity,
   kShearX,
@@ -288,10 +317,15 @@ PixelStep AffineStep(const PixelOp& op) {
   return s;
 }
 
-// One policy op at bin `bin` (wide: TrivialAugmentWide's ranges, else
-// RandAugment's), signed when `negative`.
-void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, bool wide,
+// Whose magnitude tables a policy op takes. AugMix's are RandAugment's but
+// for translations (W / 3 instead of 150 / 331 W) and Posterize (4 - ...
+// bits instead of 8 - ...).
+enum class Ranges { kWide, kRandAugment, kAugMix };
+
+// One policy op at bin `bin` of `ranges`' tables, signed when `negative`.
+void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, Ranges ranges,
                 std::vector<PixelStep>* steps) {
+  const bool wide = ranges == Ranges::kWide;
   const uint32_t bins = op.num_magnitude_bins;
   auto signed_mag = [&](double hi) {
     const double m = LinspaceF32(0.0, hi, bins, bin);
@@ -314,7 +348,9 @@ void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, 
       if (wide) {
         t = std::trunc(signed_mag(32.0));  // int(magnitude)
       } else {
-        s.translate_unit = AffineTranslate::kRandAugment;  // depends on the image size
+        // Depends on the image size.
+        s.translate_unit =
+            ranges == Ranges::kAugMix ? AffineTranslate::kAugMix : AffineTranslate::kRandAugment;
         s.magnitude_bins = bins;
         t = negative ? -static_cast<double>(bin) : bin;
       }
@@ -338,10 +374,12 @@ void PolicyStep(const PixelOp& op, PolicyOp which, uint32_t bin, bool negative, 
       return;
     }
     case PolicyOp::kPosterize: {
-      // 8 - (arange(bins) / ((bins - 1) / k)).round().int(), in float32.
+      // base - (arange(bins) / ((bins - 1) / k)).round().int(), in float32
+      // (base 8; AugMix's 4).
       const auto div = static_cast<float>((bins - 1) / (wide ? 6.0 : 4.0));
       const float q = std::nearbyint(static_cast<float>(bin) / div);
-      steps->push_back({PixelStepKind::kPosterize, std::clamp(8.0 - q, 0.0, 8.0)});
+      const double base = ranges == Ranges::kAugMix ? 4.0 : 8.0;
+      steps->push_back({PixelStepKind::kPosterize, std::clamp(base - q, 0.0, 8.0)});
       return;
     }
     case PolicyOp::kSolarize:
@@ -397,6 +435,46 @@ constexpr std::array<std::array<SubPolicyOp, 2>, 25> kImageNetPolicy = {{
     {{{PolicyOp::kEqualize, 0.8, -1}, {PolicyOp::kEqualize, 0.6, -1}}},
 }};
 
+// AugMix's ops in torchvision's order (_PARTIAL_AUGMENTATION_SPACE, then
+// with all_ops the colour four).
+constexpr std::array<PolicyOp, 13> kAugMixOps = {
+    PolicyOp::kShearX,    PolicyOp::kShearY,     PolicyOp::kTranslateX, PolicyOp::kTranslateY,
+    PolicyOp::kRotate,    PolicyOp::kPosterize,  PolicyOp::kSolarize,   PolicyOp::kAutoContrast,
+    PolicyOp::kEqualize,  PolicyOp::kBrightness, PolicyOp::kColor,      PolicyOp::kContrast,
+    PolicyOp::kSharpness,
+};
+constexpr size_t kAugMixPartialOps = 9;
+
+bool HasMagnitude(PolicyOp op) {
+  return op != PolicyOp::kIdentity && op != PolicyOp::kAutoContrast && op != PolicyOp::kEqualize &&
+         op != PolicyOp::kInvert;
+}
+
+// torchvision's AugMix.forward: the Beta weight of the original (the first
+// of a Dirichlet([alpha, alpha])), the chains' Dirichlet weights (scaled by
+// the rest), then per chain its depth and per op: the op, its bin in
+// [0, severity) when it has magnitudes, its sign when signed.
+void DrawAugMix(const PixelOp& op, SampleRng& rng, std::vector<PixelStep>* steps) {
+  const double original = SampleBeta(op.alpha, op.alpha, rng);
+  std::array<double, kMaxAugMixWidth> weights;
+  const std::span<double> w(weights.data(), op.mixture_width);
+  SampleDirichlet(op.alpha, w, rng);
+  const size_t num_ops = op.all_ops ? kAugMixOps.size() : kAugMixPartialOps;
+  steps->push_back({PixelStepKind::kMixBegin, original});
+  for (double chain_weight : w) {
+    steps->push_back({PixelStepKind::kMixChain, chain_weight * (1.0 - original)});
+    const uint64_t depth =
+        op.chain_depth > 0 ? static_cast<uint64_t>(op.chain_depth) : 1 + rng.UniformInt(3);
+    for (uint64_t d = 0; d < depth; ++d) {
+      const PolicyOp which = kAugMixOps[rng.UniformInt(num_ops)];
+      const auto bin = HasMagnitude(which) ? static_cast<uint32_t>(rng.UniformInt(op.severity)) : 0;
+      const bool negative = IsSigned(which) && rng.Bernoulli(0.5);
+      PolicyStep(op, which, bin, negative, Ranges::kAugMix, steps);
+    }
+  }
+  steps->push_back({PixelStepKind::kMixEnd});
+}
+
 }  // namespace
 
 void DrawGeometricPixelOp(const PixelOp& op, SampleRng& rng, std::vector<PixelStep>* steps) {
@@ -430,14 +508,14 @@ void DrawGeometricPixelOp(const PixelOp& op, SampleRng& rng, std::vector<PixelSt
       const auto which = static_cast<PolicyOp>(rng.UniformInt(kNumPolicyOps));
       const auto bin = static_cast<uint32_t>(rng.UniformInt(op.num_magnitude_bins));
       const bool negative = IsSigned(which) && rng.Bernoulli(0.5);
-      PolicyStep(op, which, bin, negative, /*wide=*/true, steps);
+      PolicyStep(op, which, bin, negative, Ranges::kWide, steps);
       return;
     }
     case PixelOpKind::kRandAugment:
       for (uint32_t k = 0; k < op.num_ops; ++k) {
         const auto which = static_cast<PolicyOp>(rng.UniformInt(kNumPolicyOps));
         const bool negative = IsSigned(which) && rng.Bernoulli(0.5);
-        PolicyStep(op, which, op.magnitude, negative, /*wide=*/false, steps);
+        PolicyStep(op, which, op.magnitude, negative, Ranges::kRandAugment, steps);
       }
       return;
     case PixelOpKind::kAutoAugment: {
@@ -449,10 +527,12 @@ void DrawGeometricPixelOp(const PixelOp& op, SampleRng& rng, std::vector<PixelSt
       for (int i = 0; i < 2; ++i) {
         if (prob[i] > sub[i].p) continue;
         const uint32_t bin = sub[i].bin < 0 ? 0 : static_cast<uint32_t>(sub[i].bin);
-        PolicyStep(op, sub[i].op, bin, IsSigned(sub[i].op) && negative[i], /*wide=*/false, steps);
+        PolicyStep(op, sub[i].op, bin, IsSigned(sub[i].op) && negative[i], Ranges::kRandAugment,
+                   steps);
       }
       return;
     }
+    case PixelOpKind::kAugMix: DrawAugMix(op, rng, steps); return;
     default: return;
   }
 }

@@ -1,6 +1,7 @@
 // The geometric pixel ops (RandomRotation, RandomAffine) and the policies
-// (TrivialAugmentWide, RandAugment, AutoAugment) on a planar 8-bit RGB image: parameter
-// checks, torchvision's draws, and the affine warp kernel.
+// (TrivialAugmentWide, RandAugment, AutoAugment, AugMix) on a planar 8-bit
+// RGB image: parameter checks, torchvision's draws, and the affine warp
+// kernel. (AugMix's blend of its chains runs in color_ops.cc's pipeline.)
 //
 // The warp follows torchvision's tensor path (transforms.v2.functional
 // affine_image / rotate_image on uint8, expand=False): the inverse matrix of

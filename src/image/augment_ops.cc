@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <string>
 #include <utility>
@@ -283,6 +284,19 @@ double SampleBeta(double a, double b, SampleRng& rng) {
   const double lx = LogGamma(a, rng), ly = LogGamma(b, rng);
   // x / (x + y) = 1 / (1 + exp(ly - lx)), without overflow.
   return 1.0 / (1.0 + std::exp(ly - lx));
+}
+
+void SampleDirichlet(double alpha, std::span<double> weights, SampleRng& rng) {
+  // g_i / sum(g) = exp(l_i - max) / sum(exp(l_j - max)): small alphas'
+  // gammas underflow as numbers, not as logs.
+  double top = -std::numeric_limits<double>::infinity();
+  for (double& w : weights) {
+    w = LogGamma(alpha, rng);
+    top = std::max(top, w);
+  }
+  double sum = 0;
+  for (double& w : weights) sum += (w = std::exp(w - top));
+  for (double& w : weights) w /= sum;
 }
 
 BatchMixParams DrawBatchMix(std::span<const BatchMixOp> choices, uint32_t height, uint32_t width,

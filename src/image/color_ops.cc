@@ -32,6 +32,7 @@ std::string_view PixelOpName(PixelOpKind k) {
     case PixelOpKind::kTrivialAugmentWide: return "TrivialAugmentWide";
     case PixelOpKind::kRandAugment: return "RandAugment";
     case PixelOpKind::kAutoAugment: return "AutoAugment";
+    case PixelOpKind::kAugMix: return "AugMix";
   }
   return "pixel op";
 }
@@ -97,6 +98,37 @@ Status CheckPixelOps(std::span<const PixelOp> ops) {
       default: break;
     }
   }
+  return Status::OK();
+}
+
+Status CheckPixelSteps(std::span<const PixelStep> steps) {
+  bool mixing = false, in_chain = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PixelStep& s = steps[i];
+    auto bad = [i](const std::string& what) {
+      return InvalidArgumentError("pixel step " + std::to_string(i) + ": " + what);
+    };
+    switch (s.kind) {
+      case PixelStepKind::kMixBegin:
+        if (mixing) return bad("MIX_BEGIN inside a mix (mixes do not nest)");
+        if (!std::isfinite(s.value)) return bad("the original's weight must be finite");
+        mixing = true, in_chain = false;
+        break;
+      case PixelStepKind::kMixChain:
+        if (!mixing) return bad("MIX_CHAIN outside MIX_BEGIN .. MIX_END");
+        if (!std::isfinite(s.value)) return bad("a chain's weight must be finite");
+        in_chain = true;
+        break;
+      case PixelStepKind::kMixEnd:
+        if (!mixing) return bad("MIX_END without its MIX_BEGIN");
+        mixing = in_chain = false;
+        break;
+      default:
+        if (mixing && !in_chain) return bad("an op between MIX_BEGIN and the first MIX_CHAIN");
+        break;
+    }
+  }
+  if (mixing) return InvalidArgumentError("pixel steps: a MIX_BEGIN without its MIX_END");
   return Status::OK();
 }
 
@@ -294,7 +326,15 @@ class Pipeline {
         ApplyAffineStep(s, w_, h_, px_, &scratch_->bytes);
         hist_valid_ = false;
         break;
+      case PixelStepKind::kMixBegin: BeginMix(static_cast<float>(s.value)); break;
+      case PixelStepKind::kMixChain: StartChain(static_cast<float>(s.value)); break;
+      case PixelStepKind::kMixEnd: EndMix(); break;
     }
+  }
+
+  // Ends a mix the steps left open (a list that failed CheckPixelSteps).
+  void Finish() {
+    if (mixing_) EndMix();
   }
 
   // Writes the pending table into the pixels.
@@ -399,6 +439,62 @@ class Pipeline {
       return static_cast<uint8_t>(
           std::clamp((static_cast<float>(v) - minimum) * scale, 0.0f, 255.0f));
     });
+  }
+
+  // AugMix's blend, as torchvision's forward computes it on a uint8 image:
+  // mix = m * orig in float32, then mix += w_i * chain_i per chain in order
+  // (each product rounded to float32, then the sum), then .to(uint8):
+  // truncation (the weights sum to 1, so the values stay in [0, 255]; the
+  // bounds only guard a float32 overshoot). The products come from a
+  // 256-entry table per channel, w * value through the pending table: the
+  // same float32 numbers as per pixel.
+  void BeginMix(float original_weight) {
+    if (mixing_) EndMix();  // a nested begin (out of place) ends the open mix
+    Flush();
+    scratch_->mix_original.assign(px_, px_ + 3 * n_);
+    scratch_->mix_sum.resize(3 * n_);
+    for (int c = 0; c < 3; ++c) {
+      std::array<float, 256> t;
+      for (int v = 0; v < 256; ++v) t[v] = original_weight * static_cast<float>(v);
+      const uint8_t* p = px_ + c * n_;
+      float* sum = scratch_->mix_sum.data() + c * n_;
+      for (size_t i = 0; i < n_; ++i) sum[i] = t[p[i]];
+    }
+    mixing_ = true;
+    chain_open_ = false;
+  }
+
+  void StartChain(float weight) {
+    if (!mixing_) return;  // out of place: no mix to add to
+    FinishChain();
+    std::memcpy(px_, scratch_->mix_original.data(), 3 * n_);
+    Reset();
+    chain_weight_ = weight;
+    chain_open_ = true;
+  }
+
+  void FinishChain() {
+    if (!chain_open_) return;
+    for (int c = 0; c < 3; ++c) {
+      std::array<float, 256> t;
+      for (int v = 0; v < 256; ++v) t[v] = chain_weight_ * static_cast<float>(lut_[c][v]);
+      const uint8_t* p = px_ + c * n_;
+      float* sum = scratch_->mix_sum.data() + c * n_;
+      for (size_t i = 0; i < n_; ++i) sum[i] += t[p[i]];
+    }
+    chain_open_ = false;
+  }
+
+  void EndMix() {
+    if (!mixing_) return;
+    FinishChain();
+    const float* sum = scratch_->mix_sum.data();
+    for (size_t i = 0; i < 3 * n_; ++i) {
+      // Not a number (only from weights CheckPixelSteps refuses) is 0.
+      px_[i] = static_cast<uint8_t>(sum[i] > 0.0f ? std::min(sum[i], 255.0f) : 0.0f);
+    }
+    Reset();
+    mixing_ = false;
   }
 
   // torchvision's _scale_channel per channel: a table from the histogram.
@@ -536,6 +632,9 @@ class Pipeline {
   Lut lut_;
   bool identity_ = true;
   bool hist_valid_ = false;  // hist_ describes px_ (not the table)
+  // AugMix: between kMixBegin and kMixEnd; a chain's steps are running.
+  bool mixing_ = false, chain_open_ = false;
+  float chain_weight_ = 0;
   std::array<std::array<uint64_t, 256>, 3> hist_;
 };
 
@@ -546,6 +645,7 @@ void ApplyStepsAndConvert(std::span<const PixelStep> steps, uint32_t width, uint
                           void* out) {
   Pipeline pipe(width, height, chw, scratch);
   for (const PixelStep& s : steps) pipe.Run(s);
+  pipe.Finish();
   pipe.Convert(format, out);
 }
 
@@ -556,6 +656,7 @@ void ApplyPixelSteps(std::span<const PixelStep> steps, uint32_t width, uint32_t 
   image::PixelScratch scratch;
   image::Pipeline pipe(width, height, chw, &scratch);
   for (const PixelStep& s : steps) pipe.Run(s);
+  pipe.Finish();
   pipe.Flush();
 }
 

@@ -9,7 +9,8 @@
 // histogram pushed through the pending table (autocontrast, equalize) or in
 // one reading pass (contrast's grayscale mean). Ops that mix channels or
 // neighbours (saturation, hue, grayscale, sharpness, blur) apply the pending
-// table as they read. The last table is applied by the output conversion
+// table as they read. AugMix's blend (kMixBegin .. kMixEnd) folds the
+// pending table into its float32 sum. The last table is applied by the output conversion
 // (normalise, dtype, layout), so a chain of table ops costs one pass.
 //
 // The arithmetic follows torchvision's tensor path on uint8
@@ -34,11 +35,17 @@
 
 namespace feedline::image {
 
-// Reused between samples (a worker's state).
+// Reused between samples (a worker's state). mix_*: AugMix's original and
+// its float32 sum (16 bytes per pixel while a mix runs).
 struct PixelScratch {
   std::vector<float> floats;
   std::vector<uint8_t> bytes;
-  uint64_t capacity_bytes() const { return floats.capacity() * sizeof(float) + bytes.capacity(); }
+  std::vector<uint8_t> mix_original;
+  std::vector<float> mix_sum;
+  uint64_t capacity_bytes() const {
+    return (floats.capacity() + mix_sum.capacity()) * sizeof(float) + bytes.capacity() +
+           mix_original.capacity();
+  }
 };
 
 // Applies `steps` to `chw` (3 planes of width * height) and writes the result

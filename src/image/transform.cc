@@ -331,6 +331,11 @@ class ImageOp final : public SampleOp {
       fp.Add(uint64_t(op.interpolation)).Add(uint64_t{op.has_fill});
       for (double v : op.fill) fp.Add(v);
       fp.Add(uint64_t{op.num_ops}).Add(uint64_t{op.magnitude}).Add(uint64_t{op.num_magnitude_bins});
+      if (op.kind == PixelOpKind::kAugMix) {  // only here: the other ops' fingerprints stay
+        fp.Add(uint64_t{op.severity}).Add(uint64_t{op.mixture_width});
+        fp.Add(static_cast<uint64_t>(static_cast<int64_t>(op.chain_depth)));
+        fp.Add(op.alpha).Add(uint64_t{op.all_ops});
+      }
     }
     for (const EraseOp& op : t_.erase_ops) {
       fp.Add(std::string_view("erase")).Add(op.p).Add(op.scale[0]).Add(op.scale[1]);

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/image.h"
@@ -355,6 +357,101 @@ TEST(AffineTest, RandomAffineDrawsInItsRanges) {
     sum_angle += s.angle;
   }
   EXPECT_NEAR(sum_angle / n, 5.0, 1.0);  // mean 5, sd of the mean ~0.19
+}
+
+PixelOp AugMixOp() {
+  PixelOp op;
+  op.kind = PixelOpKind::kAugMix;
+  op.num_magnitude_bins = 10;
+  op.interpolation = WarpInterpolation::kBilinear;
+  return op;
+}
+
+TEST(AffineTest, AugMixChecksNameTheParameter) {
+  const std::pair<void (*)(PixelOp&), const char*> cases[] = {
+      {[](PixelOp& o) { o.severity = 0; }, "(AugMix): The severity must be between [1, 10]. Got 0"},
+      {[](PixelOp& o) { o.severity = 11; }, "The severity must be between [1, 10]. Got 11"},
+      {[](PixelOp& o) { o.mixture_width = 0; }, "mixture_width must be in 1..64, got 0"},
+      {[](PixelOp& o) { o.mixture_width = 65; }, "mixture_width must be in 1..64, got 65"},
+      {[](PixelOp& o) { o.chain_depth = 65; }, "chain_depth must be at most 64"},
+      {[](PixelOp& o) { o.alpha = 0; }, "alpha must be positive"},
+      {[](PixelOp& o) { o.alpha = std::nan(""); }, "alpha must be positive"},
+      {[](PixelOp& o) { o.num_magnitude_bins = 31; },
+       "AugMix's magnitudes come in 10 bins, not 31"},
+  };
+  EXPECT_TRUE(CheckPixelOps(std::vector<PixelOp>{AugMixOp()}).ok());
+  for (const auto& [edit, want] : cases) {
+    PixelOp op = AugMixOp();
+    edit(op);
+    const Status st = CheckPixelOps(std::vector<PixelOp>{op});
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.ToString() << " / " << want;
+  }
+}
+
+TEST(AffineTest, AugMixDrawsChainsOfItsOpsBetweenTheMixMarkers) {
+  for (bool all_ops : {true, false}) {
+    PixelOp op = AugMixOp();
+    op.all_ops = all_ops;
+    op.severity = 10;
+    op.mixture_width = 4;
+    std::map<std::string, int> counts;
+    std::set<double> posterize_bits;
+    std::map<size_t, int> depths;
+    for (uint64_t i = 0; i < 2000; ++i) {
+      SampleRng rng = SampleRng::ForSample(3, 0, i, 0);
+      std::vector<PixelStep> steps;
+      DrawPixelSteps(std::vector<PixelOp>{op}, rng, &steps);
+      ASSERT_TRUE(CheckPixelSteps(steps).ok());
+      ASSERT_EQ(steps.front().kind, PixelStepKind::kMixBegin);
+      ASSERT_EQ(steps.back().kind, PixelStepKind::kMixEnd);
+      double weights = steps.front().value;
+      size_t chains = 0, depth = 0;
+      for (size_t j = 1; j + 1 < steps.size(); ++j) {
+        const PixelStep& s = steps[j];
+        if (s.kind == PixelStepKind::kMixChain) {
+          if (chains++ > 0) ++depths[depth];
+          depth = 0;
+          weights += s.value;
+          continue;
+        }
+        ++depth;
+        ++counts[Describe({s})];
+        if (s.kind == PixelStepKind::kPosterize) posterize_bits.insert(s.value);
+        if (s.kind == PixelStepKind::kAffine && !s.rotate && !s.corner_center) {
+          EXPECT_EQ(s.translate_unit, AffineTranslate::kAugMix);
+        }
+      }
+      ++depths[depth];
+      EXPECT_EQ(chains, 4u);
+      EXPECT_NEAR(weights, 1.0, 1e-12);
+    }
+    counts.erase("Affine0");  // a translation at bin 0 (ShearY at bin 0 counts as ShearX)
+    EXPECT_EQ(counts.size(), all_ops ? 13u : 9u);
+    EXPECT_EQ(counts.count("Brightness"), all_ops ? 1u : 0u);
+    EXPECT_EQ(posterize_bits, (std::set<double>{0, 1, 2, 3, 4}));  // 4 - round(bin / 2.25)
+    EXPECT_EQ(depths.size(), 3u);
+    for (const auto& [d, n] : depths) EXPECT_NEAR(n / 8000.0, 1.0 / 3, 0.03) << d;
+  }
+}
+
+TEST(AffineTest, AugMixTranslatesByAThirdOfTheSizeInTenBins) {
+  // Bin 9 of linspace(0, W / 3, 10) is W / 3: a 30-pixel-wide image moves
+  // by 10 pixels (int() of the float32 value).
+  const uint32_t w = 30, h = 4;
+  std::vector<uint8_t> px = Planes(w, h, 5);
+  PixelStep s = Affine(0, -9, 0, 1, 0, 0);
+  s.translate_unit = AffineTranslate::kAugMix;
+  s.magnitude_bins = 10;
+  std::vector<uint8_t> got = px;
+  ApplyPixelSteps(std::vector<PixelStep>{s}, w, h, got.data());
+  for (uint32_t c = 0; c < 3; ++c) {
+    for (uint32_t y = 0; y < h; ++y) {
+      for (uint32_t x = 0; x < w; ++x) {
+        const size_t at = (size_t{c} * h + y) * w + x;
+        EXPECT_EQ(got[at], x + 10 < w ? px[at + 10] : 0) << c << " " << y << " " << x;
+      }
+    }
+  }
 }
 
 }  // namespace

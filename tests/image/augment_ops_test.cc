@@ -295,5 +295,31 @@ TEST(AugmentOpsTest, FusedOpErasesTheNormalisedOutput) {
   EXPECT_EQ(TransformImage(bytes, t, box, erased.data()).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(AugmentOpsTest, DirichletWeightsSumToOneWithTheirMoments) {
+  // Dirichlet([a] * k): mean 1/k, variance (1/k)(1 - 1/k) / (k a + 1).
+  for (double a : {0.02, 0.3, 1.0, 2.5}) {
+    for (size_t k : {size_t{2}, size_t{3}, size_t{7}}) {
+      SampleRng rng = SampleRng::ForSample(12, 0, k, 0);
+      constexpr int kDraws = 20000;
+      std::vector<double> w(k), sum(k, 0), sq(k, 0);
+      for (int i = 0; i < kDraws; ++i) {
+        SampleDirichlet(a, w, rng);
+        double total = 0;
+        for (size_t j = 0; j < k; ++j) {
+          ASSERT_TRUE(w[j] >= 0 && w[j] <= 1) << a << " " << k << " " << w[j];
+          total += w[j], sum[j] += w[j], sq[j] += w[j] * w[j];
+        }
+        ASSERT_NEAR(total, 1.0, 1e-12);
+      }
+      const double want_var = (1.0 / k) * (1 - 1.0 / k) / (k * a + 1);
+      for (size_t j = 0; j < k; ++j) {
+        const double mean = sum[j] / kDraws, var = sq[j] / kDraws - mean * mean;
+        EXPECT_NEAR(mean, 1.0 / k, 5 * std::sqrt(want_var / kDraws)) << a << " " << k;
+        EXPECT_NEAR(var, want_var, 0.06 * want_var) << a << " " << k;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace feedline

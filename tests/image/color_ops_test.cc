@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/image.h"
@@ -172,6 +175,53 @@ TEST(ColorOpsTest, TransformImageRunsTheDrawnStepsAfterTheResample) {
   ASSERT_EQ(steps.size(), 3u);
   ApplyPixelSteps(steps, plain.width, plain.height, want.data());
   EXPECT_EQ(got, want);
+}
+
+TEST(ColorOpsTest, AugMixBlendTruncatesAndRestartsEachChainFromTheOriginal) {
+  using K = PixelStepKind;
+  const uint32_t w = 7, h = 5;
+  const std::vector<uint8_t> px = RandomPlanes(w, h, 4);
+  // 0.5 v + 0.25 (255 - v) + 0.25 posterize(v, 5), in float32, truncated.
+  const std::vector<PixelStep> steps = {{K::kMixBegin, 0.5},  {K::kMixChain, 0.25}, {K::kInvert},
+                                        {K::kMixChain, 0.25}, {K::kPosterize, 5},   {K::kMixEnd}};
+  ASSERT_TRUE(CheckPixelSteps(steps).ok());
+  std::vector<uint8_t> got = px;
+  ApplyPixelSteps(steps, w, h, got.data());
+  for (size_t i = 0; i < px.size(); ++i) {
+    const float v = px[i];
+    const float sum = (0.5f * v + 0.25f * (255.0f - v)) + 0.25f * static_cast<float>(px[i] & 0xF8);
+    ASSERT_EQ(got[i], static_cast<uint8_t>(sum)) << i;
+  }
+  // Through the fused conversion (the table after the mix folded in).
+  std::vector<uint8_t> planes = px, out(px.size());
+  OutputFormat format;
+  format.dtype = DType::kUInt8;
+  PixelScratch scratch;
+  std::vector<PixelStep> then_invert = steps;
+  then_invert.push_back({K::kInvert});
+  image::ApplyStepsAndConvert(then_invert, w, h, planes.data(), format, &scratch, out.data());
+  for (size_t i = 0; i < px.size(); ++i) ASSERT_EQ(out[i], 255 - got[i]) << i;
+}
+
+TEST(ColorOpsTest, MixStepsOutOfPlaceAreRefusedNamingTheStep) {
+  using K = PixelStepKind;
+  const std::pair<std::vector<PixelStep>, const char*> cases[] = {
+      {{{K::kMixChain, 1}}, "pixel step 0: MIX_CHAIN outside"},
+      {{{K::kMixEnd}}, "pixel step 0: MIX_END without its MIX_BEGIN"},
+      {{{K::kMixBegin, 0.5}, {K::kMixChain, 0.5}}, "a MIX_BEGIN without its MIX_END"},
+      {{{K::kMixBegin, 0.5}, {K::kInvert}, {K::kMixChain, 0.5}, {K::kMixEnd}},
+       "pixel step 1: an op between MIX_BEGIN and the first MIX_CHAIN"},
+      {{{K::kMixBegin, 0.5}, {K::kMixBegin, 0.5}, {K::kMixEnd}}, "pixel step 1: MIX_BEGIN inside"},
+      {{{K::kMixBegin, 0.5}, {K::kMixChain, INFINITY}, {K::kMixEnd}},
+       "pixel step 1: a chain's weight"},
+  };
+  for (const auto& [steps, want] : cases) {
+    const Status st = CheckPixelSteps(steps);
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.ToString() << " / " << want;
+    // The kernel still runs them without reading out of bounds (ASan).
+    std::vector<uint8_t> px = RandomPlanes(3, 2, 1);
+    ApplyPixelSteps(steps, 3, 2, px.data());
+  }
 }
 
 }  // namespace

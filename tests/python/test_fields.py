@@ -133,7 +133,8 @@ def test_ndarrays_of_different_shapes_name_the_samples_or_come_as_lists(tmp_path
 
 @pytest.mark.parametrize("member, data, reason", [
     ("json", b"{not json", r"field 'meta' \(json\), part 'json': is not valid JSON"),
-    ("json", b'{"a": 1}\x00, "b": 2}', r"field 'meta' \(json\), part 'json': is not valid JSON \(a NUL byte at offset 8\)"),
+    ("json", b'{"a": 1}\x00, "b": 2}',
+     r"field 'meta' \(json\), part 'json': is not valid JSON \(a NUL byte at offset 8\)"),
     ("txt", b"ok \xff\xfe", r"field 'caption' \(text\), part 'txt': is not UTF-8 text \(invalid byte at offset 3\)"),
     ("npy", b"\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}", r"field 'depth' \(ndarray\), part 'npy': not a valid \.npy"),
     ("cls", b"seven", r"field 'label' \(label\), part 'cls': does not hold an integer label"),
