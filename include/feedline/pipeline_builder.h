@@ -103,6 +103,10 @@ FEEDLINE_EXPORT Status SelectImagePart(Sample& sample, const FieldRequest& reque
                                        bool source_has_labels);
 // The batch field a request fills (not for kOp: its op's Plan says).
 FEEDLINE_EXPORT FieldSpec FieldSpecOf(const FieldRequest& request);
+// What a field adds to the resume fingerprint besides its op's transform:
+// its name, kind and parts, so that a state saved by a loader whose fields
+// read other parts, or fill other names, is refused (docs/fields.md).
+FEEDLINE_EXPORT uint64_t FieldRequestFingerprint(const FieldRequest& request);
 
 // Appends the fields and ops of `requests` to `pipeline`: MakeFieldOp for
 // each kind, PlanOp (op_registry.h) for kOp. Field j of `pipeline` is the

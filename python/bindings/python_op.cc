@@ -178,11 +178,20 @@ struct ChainShared {
   std::optional<FieldSpec> out;
 };
 
+// The chain's fingerprint and, with fields=, its field's name and parts.
+uint64_t ChainFingerprint(const ChainShared& c) {
+  if (!c.input) return ChainFingerprint(c.chain);
+  return core::detail::Fingerprint()
+      .Add(ChainFingerprint(c.chain))
+      .Add(FieldRequestFingerprint(c.input->request))
+      .value();
+}
+
 class PrefixOp final : public SampleOp {
  public:
   explicit PrefixOp(std::shared_ptr<const ChainShared> c) : c_(std::move(c)) {}
   std::string_view name() const override { return c_->prefix_name; }
-  uint64_t ConfigFingerprint() const override { return ChainFingerprint(c_->chain); }
+  uint64_t ConfigFingerprint() const override { return ChainFingerprint(*c_); }
   Status Apply(Sample& s, OpState*) const override {
     Handoff& h = t_handoff;
     h.chain = c_.get();
@@ -235,7 +244,7 @@ class PythonChainOp final : public SampleOp {
  public:
   explicit PythonChainOp(std::shared_ptr<const ChainShared> c) : c_(std::move(c)) {}
   std::string_view name() const override { return c_->chain.name; }
-  uint64_t ConfigFingerprint() const override { return ChainFingerprint(c_->chain); }
+  uint64_t ConfigFingerprint() const override { return ChainFingerprint(*c_); }
   Status Apply(Sample& s, OpState*) const override {
     FEEDLINE_RETURN_IF_ERROR(CheckHandoff(c_.get(), s, 1, c_->chain.name));
     Handoff& h = t_handoff;

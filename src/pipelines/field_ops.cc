@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "feedline/pipeline_builder.h"
+#include "src/core/detail/fingerprint.h"
 #include "src/pipelines/npy.h"
 
 namespace feedline {
@@ -86,7 +87,12 @@ class FieldImageOp final : public SampleOp {
                                  : std::string(inner_->name()) + ":" + r_.name) {}
   std::string_view name() const override { return name_; }
   std::unique_ptr<OpState> NewState() const override { return inner_->NewState(); }
-  uint64_t ConfigFingerprint() const override { return inner_->ConfigFingerprint(); }
+  uint64_t ConfigFingerprint() const override {
+    return core::detail::Fingerprint()
+        .Add(inner_->ConfigFingerprint())
+        .Add(FieldRequestFingerprint(r_))
+        .value();
+  }
   bool ChargesScratch() const override { return inner_->ChargesScratch(); }
   Status Apply(Sample& s, OpState* state) const override {
     FEEDLINE_RETURN_IF_ERROR(SelectImagePart(s, r_, source_image_));
@@ -123,6 +129,7 @@ class FieldOp final : public SampleOp {
  public:
   FieldOp(FieldRequest r, size_t field, bool source_labels)
       : r_(std::move(r)), field_(field), source_labels_(source_labels) {}
+  uint64_t ConfigFingerprint() const override { return FieldRequestFingerprint(r_); }
   std::string_view name() const override { return name_; }
   Status Apply(Sample& s, OpState* /*state*/) const override {
     const Sample::Part* p = Find(s, r_.parts);
@@ -224,6 +231,15 @@ FieldSpec FieldSpecOf(const FieldRequest& request) {
     case FieldRequest::Kind::kLabel: return {request.name, DType::kInt64, {}};
     default: return FieldSpec::Bytes(request.name);
   }
+}
+
+uint64_t FieldRequestFingerprint(const FieldRequest& r) {
+  core::detail::Fingerprint fp;
+  fp.Add(std::string_view("field")).Add(std::string_view(r.name)).Add(uint64_t(r.kind));
+  for (const std::string& p : r.parts.empty() ? DefaultParts(r.kind) : r.parts) {
+    fp.Add(std::string_view(p));
+  }
+  return fp.value();
 }
 
 Status SelectImagePart(Sample& s, const FieldRequest& request, bool source_has_labels) {

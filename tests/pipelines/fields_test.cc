@@ -222,6 +222,36 @@ TEST_F(FieldsTest, MisuseAndMissingPartsAreNamed) {
 // What an image field decodes (the native op and the Python chain of
 // fields= share it): the first of its parts the sample has, the sample's own
 // image for sources with labels, else the missing-part error.
+// A field's ops carry its name, kind and parts into the resume fingerprint
+// (a state from a loader reading other parts is refused); the default parts
+// are the kind's, so naming them changes nothing.
+TEST(FieldFingerprintTest, NameKindAndPartsEachChangeIt) {
+  FieldRequest r;
+  r.name = "caption";
+  r.kind = FieldRequest::Kind::kText;
+  const uint64_t base = FieldRequestFingerprint(r);
+  FieldRequest named = r;
+  named.parts = DefaultParts(FieldRequest::Kind::kText);
+  EXPECT_EQ(FieldRequestFingerprint(named), base);
+  FieldRequest other_name = r, other_kind = r, other_parts = r;
+  other_name.name = "title";
+  other_kind.kind = FieldRequest::Kind::kBytes;
+  other_parts.parts = {"caption.txt"};
+  EXPECT_NE(FieldRequestFingerprint(other_name), base);
+  EXPECT_NE(FieldRequestFingerprint(other_kind), base);
+  EXPECT_NE(FieldRequestFingerprint(other_parts), base);
+  // The ops report it: a text field's op, and an image field's on top of its
+  // transform's.
+  EXPECT_EQ(MakeFieldOp(r, 0, false)->ConfigFingerprint(), base);
+  FieldRequest jpg, png;
+  jpg.name = png.name = "image";
+  jpg.kind = png.kind = FieldRequest::Kind::kImage;
+  jpg.parts = {"jpg"};
+  png.parts = {"png"};
+  EXPECT_NE(MakeFieldOp(jpg, 0, false)->ConfigFingerprint(),
+            MakeFieldOp(png, 0, false)->ConfigFingerprint());
+}
+
 TEST(SelectImagePartTest, PicksTheFirstPartTheSampleHasOrFallsBack) {
   const std::string own = "own", png = "png bytes", jpg = "jpg bytes";
   auto span = [](const std::string& b) {

@@ -236,6 +236,13 @@ def test_resume_mid_epoch_gives_the_same_remaining_batches(data):
     with feedline.Loader(d / "tars", transform=tf, **{**kw, "num_threads": 1}) as resumed:
         resumed.load_state_dict(state)
         assert epoch(resumed, keys) == everything[3:]
+    # The same transforms on another part, or under another field name: not
+    # this state's data, so the resume is refused, not silently continued.
+    for other in ({**fields, "mask": "image:jpg"}, {"image": "jpg", "depth": "image:seg.png", "label": "cls"}):
+        tf_other = {"image": tf["image"], ("mask" if "mask" in other else "depth"): tf["mask"]}
+        with feedline.Loader(d / "tars", transform=tf_other, **{**kw, "fields": other}) as elsewhere:
+            with pytest.raises(ValueError, match="transform fingerprint"):
+                elsewhere.load_state_dict(state)
 
 
 def test_a_raising_member_names_sample_field_op_and_exception(data):
