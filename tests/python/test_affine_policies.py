@@ -24,6 +24,8 @@ import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
 from torchvision.transforms import InterpolationMode as IM
+from torchvision.transforms import autoaugment as AA  # 0.14 has the policies, and _apply_op
+from tv_steps import F2, V2, step_magnitude, step_name
 
 import feedline
 import feedline.transforms as ft
@@ -32,14 +34,6 @@ from feedline.transforms import translate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PHOTOS = ROOT / "tests" / "data" / "photos"
-
-try:
-    import torchvision.transforms.v2 as V2
-    import torchvision.transforms.v2.functional as F2
-except ImportError:  # torchvision < 0.15 (Debian's 0.14) has no v2
-    V2 = F2 = None
-needs_v2 = pytest.mark.skipif(V2 is None, reason="torchvision.transforms.v2 needs torchvision >= 0.15")
-from torchvision.transforms import autoaugment as AA  # noqa: E402  (0.14 has the policies, and _apply_op)
 
 
 def chw(path):
@@ -177,39 +171,6 @@ def _policy_draws(op, n, seed=3):
     return [_C.draw_pixel_steps([op], seed=seed, sample_id=i) for i in range(n)]
 
 
-def _name(s):
-    k = s.kind.name
-    if k != "AFFINE":
-        return {"SATURATION": "Color", "AUTOCONTRAST": "AutoContrast"}.get(k, k.capitalize())
-    if s.rotate:
-        return "Rotate"
-    if s.corner_center:
-        return "ShearY" if s.shear_y != 0 else "ShearX"
-    return "TranslateY" if s.translate_y != 0 else "TranslateX"
-
-
-def _magnitude(s, image_size):
-    """The torchvision magnitude (signed) a step stands for."""
-    k = s.kind.name
-    if k in ("BRIGHTNESS", "SATURATION", "CONTRAST", "SHARPNESS"):
-        return s.value - 1.0
-    if k in ("POSTERIZE", "SOLARIZE"):
-        return s.value
-    if k in ("AUTOCONTRAST", "EQUALIZE"):
-        return 0.0
-    if s.rotate:
-        return s.angle
-    if s.corner_center:
-        return math.tan(math.radians(s.shear_x or s.shear_y))
-    t = s.translate_x or s.translate_y
-    if s.translate_unit == _C.AffineTranslate.RAND_AUGMENT:
-        h, w = image_size
-        size = w if s.translate_x else h
-        m = float(torch.linspace(0.0, 150.0 / 331.0 * size, s.magnitude_bins)[int(abs(t))])
-        return -m if t < 0 else m
-    return t
-
-
 @pytest.mark.parametrize("policy", ["ta", "ra"])
 def test_policies_draw_every_op_at_torchvisions_bin_values(policy):
     if policy == "ta":
@@ -226,9 +187,9 @@ def test_policies_draw_every_op_at_torchvisions_bin_values(policy):
         if policy == "ta" and not steps:
             counts["Identity"] += 1
         for s in steps:
-            name = _name(s)
+            name = step_name(s)
             mags, signed = space[name]
-            m = _magnitude(s, (224, 224))
+            m = step_magnitude(s, (224, 224))
             if mags.ndim == 0:
                 allowed = mags.reshape(1).double()
             else:
@@ -279,12 +240,12 @@ def test_policy_steps_equal_torchvisions_apply_op(photos):
             if not steps:
                 continue
             s = steps[0]
-            key = (_name(s), s.value if s.kind.name in ("SOLARIZE", "POSTERIZE") else s.value > 1)
+            key = (step_name(s), s.value if s.kind.name in ("SOLARIZE", "POSTERIZE") else s.value > 1)
             if key in seen:
                 continue
-            name = _name(s)
+            name = step_name(s)
             seen.add(key)
-            m = _magnitude(s, (h, w))
+            m = step_magnitude(s, (h, w))
             if name == "Solarize":
                 m = s.value
             got = fl([s], img)
@@ -405,7 +366,7 @@ def test_fused_path_equals_the_drawn_steps_on_the_resampled_pixels():
 
 def _step_key(s, image_size):
     """(torchvision op name, magnitude rounded) of a drawn step."""
-    return _name(s), round(_magnitude(s, image_size), 4)
+    return step_name(s), round(step_magnitude(s, image_size), 4)
 
 
 def test_autoaugment_draws_follow_torchvisions_imagenet_policy():

@@ -23,6 +23,7 @@ import torchvision.transforms as T
 from PIL import Image
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import autoaugment as AA
+from tv_steps import V2, needs_v2, step_magnitude, step_name
 
 import feedline
 import feedline.transforms as ft
@@ -32,14 +33,8 @@ from feedline.transforms import translate
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PHOTOS = ROOT / "tests" / "data" / "photos"
 
-try:
-    import torchvision.transforms.v2 as V2
-except ImportError:  # torchvision < 0.15 (Debian's 0.14) has no v2
-    V2 = None
-needs_v2 = pytest.mark.skipif(V2 is None, reason="torchvision.transforms.v2 needs torchvision >= 0.15")
 
 K = _C.PixelStepKind
-COLOUR = {"BRIGHTNESS": "Brightness", "SATURATION": "Color", "CONTRAST": "Contrast", "SHARPNESS": "Sharpness"}
 WARPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
 # At bin 0 a shear or translation in x is the same step as in y (magnitude 0).
 AMBIGUOUS_AT_0 = {"ShearX": "Shear0", "ShearY": "Shear0", "TranslateX": "Translate0", "TranslateY": "Translate0"}
@@ -71,38 +66,6 @@ def split(steps):
     return steps[0].value, chains
 
 
-def name_of(s):
-    k = s.kind.name
-    if k != "AFFINE":
-        return COLOUR.get(k) or {"AUTOCONTRAST": "AutoContrast"}.get(k, k.capitalize())
-    if s.rotate:
-        return "Rotate"
-    if s.corner_center:
-        return "ShearY" if s.shear_y != 0 else "ShearX"
-    return "TranslateY" if s.translate_y != 0 else "TranslateX"
-
-
-def magnitude_of(s, image_size):
-    """The signed torchvision magnitude a drawn step stands for (Solarize:
-    feedline's threshold; translations: torch's own table for the size)."""
-    k = s.kind.name
-    if k in COLOUR:
-        return s.value - 1.0
-    if k in ("POSTERIZE", "SOLARIZE"):
-        return s.value
-    if k in ("AUTOCONTRAST", "EQUALIZE"):
-        return 0.0
-    if s.rotate:
-        return s.angle
-    if s.corner_center:
-        return math.tan(math.radians(s.shear_x or s.shear_y))
-    t = s.translate_x or s.translate_y
-    assert s.translate_unit == _C.AffineTranslate.AUG_MIX and s.magnitude_bins == 10
-    h, w = image_size
-    m = float(torch.linspace(0.0, (w if s.translate_x else h) / 3.0, 10)[int(abs(t))])
-    return -m if t < 0 else m
-
-
 def diff(a, b):
     d = (a.to(torch.int16) - b.to(torch.int16)).abs()
     return d.float().mean().item(), int(d.max().item())
@@ -120,8 +83,8 @@ def test_op_set_bins_and_signs_match_torchvisions_augmentation_space(all_ops, se
     for steps in draws(op, 3000, seed=11):
         for _, chain in split(steps)[1]:
             for s in chain:
-                name = name_of(s)
-                if name in AMBIGUOUS_AT_0 and magnitude_of(s, (224, 224)) == 0:
+                name = step_name(s)
+                if name in AMBIGUOUS_AT_0 and step_magnitude(s, (224, 224)) == 0:
                     counts[AMBIGUOUS_AT_0[name]] += 1  # bin 0 of X or Y: the same identity warp
                     continue
                 counts[name] += 1
@@ -130,9 +93,9 @@ def test_op_set_bins_and_signs_match_torchvisions_augmentation_space(all_ops, se
                     bin_ = int(abs(s.translate_x or s.translate_y))  # translations hold +-bin
                     assert bin_ < severity, (name, bin_)
                     values[name].add(bin_)
-                    m = magnitude_of(s, (224, 224))
+                    m = step_magnitude(s, (224, 224))
                 else:
-                    m = magnitude_of(s, (224, 224))
+                    m = step_magnitude(s, (224, 224))
                     if mags.ndim == 0:
                         assert m == 0.0
                         continue
@@ -178,7 +141,7 @@ def torchvision_augmix(img, m0, chains, fill):
     for weight, chain in chains:
         aug = img
         for s in chain:
-            aug = AA._apply_op(aug, name_of(s), magnitude_of(s, (h, w)), interpolation=IM.BILINEAR, fill=fill)
+            aug = AA._apply_op(aug, step_name(s), step_magnitude(s, (h, w)), interpolation=IM.BILINEAR, fill=fill)
         mix.add_(torch.tensor(weight, dtype=torch.float32) * aug)
     return mix.to(torch.uint8)
 
@@ -192,7 +155,7 @@ def covering_draws(op, want, seed):
     picked, seen = [], set()
     for i in range(2000):
         steps = _C.draw_pixel_steps([op], seed=seed, sample_id=i)
-        names = {name_of(s) for _, chain in split(steps)[1] for s in chain}
+        names = {step_name(s) for _, chain in split(steps)[1] for s in chain}
         if names - seen or len(picked) < 3:
             picked.append(steps)
             seen |= names
@@ -212,9 +175,9 @@ def test_fixed_draws_equal_torchvisions_ops_and_float_mix(photos, fill):
             got, want = fl(steps, img), torchvision_augmix(img, m0, chains, fill)
             assert got.shape == want.shape and got.dtype == torch.uint8
             mean, mx = diff(got, want)
-            assert mean <= 1.0, (pname, [[name_of(s) for s in c] for _, c in chains], mean, mx)
-            if not any(name_of(s) in WARPS for _, c in chains for s in c):
-                assert mx == 0, (pname, [[name_of(s) for s in c] for _, c in chains], mx)
+            assert mean <= 1.0, (pname, [[step_name(s) for s in c] for _, c in chains], mean, mx)
+            if not any(step_name(s) in WARPS for _, c in chains for s in c):
+                assert mx == 0, (pname, [[step_name(s) for s in c] for _, c in chains], mx)
             worst = max(worst, (mean, mx))
     print(f"\nAugMix vs torchvision (fill {fill}): worst mean {worst[0]:.4f}, max {worst[1]}")
 
@@ -231,8 +194,8 @@ def test_given_weights_come_from_torchs_own_dirichlet(photos):
     for steps in draws(ft.AugMix().op(), 200, seed=4):
         for _, chain in split(steps)[1]:
             for s in chain:
-                if name_of(s) not in WARPS and (s.kind.name in ("AUTOCONTRAST", "EQUALIZE") or s.value != 1.0):
-                    pool.setdefault(name_of(s), s)
+                if step_name(s) not in WARPS and (s.kind.name in ("AUTOCONTRAST", "EQUALIZE") or s.value != 1.0):
+                    pool.setdefault(step_name(s), s)
     names = [["Brightness", "Equalize"], ["Posterize", "Contrast", "Sharpness"], ["Solarize", "Color",
                                                                                   "AutoContrast"]]
     found = [[pool[n] for n in chain] for chain in names]

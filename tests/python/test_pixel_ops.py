@@ -19,6 +19,7 @@ import torch
 import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
+from tv_steps import V2
 
 import feedline
 import feedline.transforms as ft
@@ -28,11 +29,6 @@ from feedline.transforms import translate
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PHOTOS = ROOT / "tests" / "data" / "photos"
 
-try:
-    import torchvision.transforms.v2 as V2
-except ImportError:  # torchvision < 0.15 (Debian's 0.14) has no v2
-    V2 = None
-needs_v2 = pytest.mark.skipif(V2 is None, reason="torchvision.transforms.v2 needs torchvision >= 0.15")
 
 
 def chw(path):

@@ -17,6 +17,7 @@ import pytest
 import torch
 import torchvision.transforms as T
 from PIL import Image
+from tv_steps import V2, needs_v2
 
 import feedline
 from feedline import _C
@@ -27,11 +28,6 @@ PHOTOS = ROOT / "tests" / "data" / "photos"
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 
-try:
-    import torchvision.transforms.v2 as V2
-except ImportError:  # torchvision < 0.15 (Debian's 0.14) has no v2
-    V2 = None
-needs_v2 = pytest.mark.skipif(V2 is None, reason="torchvision.transforms.v2 needs torchvision >= 0.15")
 
 
 @pytest.fixture(scope="module")
