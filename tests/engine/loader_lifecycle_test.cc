@@ -212,7 +212,7 @@ TEST(LoaderLifecycleTest, AThousandWalkAwaysLeakNoThreadsFdsOrMemory) {
     }
   };
   run(100);  // warm-up: allocator arenas, thread stacks
-  const int threads = CountThreads(), fds = open_fds();
+  const int threads = testing::CountThreadsStable(), fds = open_fds();
   [[maybe_unused]] const long rss = rss_kb();
   // Under a sanitizer each walk-away costs ~100x more (the test took minutes
   // on a loaded 2-core machine); 250 still shows a leaked thread or fd, and

@@ -137,6 +137,20 @@ inline int CountThreadsSettled(int expected, int timeout_ms = 2000) {
   return n;
 }
 
+// The thread count once it has held still for 25 ms (at most `timeout_ms`):
+// a baseline read right after a join can still count the joined thread
+// (see CountThreadsSettled), and would then wait for one thread too many.
+inline int CountThreadsStable(int timeout_ms = 1000) {
+  int n = CountThreads(), still_ms = 0;
+  for (int waited = 0; still_ms < 25 && waited < timeout_ms; waited += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const int now = CountThreads();
+    still_ms = now == n ? still_ms + 5 : 0;
+    n = now;
+  }
+  return n;
+}
+
 // The thread count to compare against after loaders are gone, taken after
 // one loader has come and gone: sanitizer runtimes start helper threads
 // lazily, and those are not ours.
@@ -147,7 +161,7 @@ inline int ThreadBaseline() {
     bool end = false;
     if (warm.ok()) (void)(*warm)->Next(&b, &end);
   }
-  return CountThreads();
+  return CountThreadsStable();
 }
 
 }  // namespace feedline::testing
