@@ -24,6 +24,7 @@
 #include "feedline/op_registry.h"
 #include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
+#include "feedline/tokens.h"
 #include "python/bindings/errors.h"
 #include "python/bindings/numpy_dtype.h"
 #include "python/bindings/python_op.h"
@@ -46,11 +47,54 @@ py::array FieldArray(const Batch& b, size_t i) {
 // Fields a map= op reads: in the batch buffer, not shown to Python.
 constexpr std::string_view kHiddenPrefix = "@in:";
 
-py::dict BatchDict(const Batch& b) {
+// A token batch's rows' segment starts ("document_starts" [batch, seq_len]
+// int32, "num_documents" [batch] int32), where present.
+struct DocumentStartFields {
+  size_t starts = 0, counts = 0;
+};
+std::optional<DocumentStartFields> FindDocumentStarts(const Batch& b) {
+  std::optional<size_t> starts, counts;
+  for (size_t i = 0; i < b.num_fields(); ++i) {
+    const FieldSpec& f = b.field(i);
+    if (f.kind == FieldKind::kBytes || f.dtype != DType::kInt32) continue;
+    if (f.name == "document_starts" && f.shape.size() == 1) starts = i;
+    if (f.name == "num_documents" && f.shape.empty()) counts = i;
+  }
+  if (!starts || !counts) return std::nullopt;
+  return DocumentStartFields{*starts, *counts};
+}
+
+// cu_seqlens of a token batch (TokenCuSeqlens), without the GIL.
+Status JoinCuSeqlens(const Batch& b, const DocumentStartFields& f, std::vector<int32_t>* out) {
+  return TokenCuSeqlens(static_cast<const int32_t*>(b.data(f.starts)),
+                        static_cast<const int32_t*>(b.data(f.counts)), b.size(),
+                        static_cast<uint64_t>(b.field(f.starts).shape[0]), out);
+}
+
+// A numpy array that owns `v` (no copy).
+py::array OwnedArray(std::vector<int32_t> v) {
+  auto* owned = new std::vector<int32_t>(std::move(v));
+  py::capsule base(owned, [](void* p) { delete static_cast<std::vector<int32_t>*>(p); });
+  return py::array(py::dtype::of<int32_t>(), {static_cast<py::ssize_t>(owned->size())},
+                   owned->data(), base);
+}
+
+// `cu_seqlens`: the fields of a token batch's segment starts are replaced
+// by their join, "cu_seqlens" (an array of its own, not in the buffer).
+py::dict BatchDict(const Batch& b, const std::optional<DocumentStartFields>& starts = std::nullopt,
+                   std::vector<int32_t> cu_seqlens = {}) {
   py::dict d;
   py::list fields, names, dtypes;
   for (size_t i = 0; i < b.num_fields(); ++i) {
     if (b.field(i).name.starts_with(kHiddenPrefix)) continue;  // map='s inputs
+    if (starts && (i == starts->starts || i == starts->counts)) {
+      if (i == starts->starts) {
+        fields.append(OwnedArray(std::move(cu_seqlens)));
+        dtypes.append("int32");
+        names.append("cu_seqlens");
+      }
+      continue;
+    }
     if (b.field(i).kind == FieldKind::kBytes) {
       // One bytes object per sample (copied: they are small and Python owns them).
       py::list values;
@@ -194,16 +238,24 @@ class PyLoader {
   // The next batch as a dict, or None at the end of the epoch. Waits in
   // slices of `poll_s` without the GIL, checking for signals in between, so
   // Ctrl-C interrupts a long wait.
-  py::object Next(double poll_s) {
+  // cu_seqlens: a token batch comes with its segment starts joined
+  // (BatchDict), computed here without the GIL.
+  py::object Next(double poll_s, bool cu_seqlens) {
     Loader& l = Get();
     const auto poll = std::chrono::nanoseconds(static_cast<int64_t>(poll_s * 1e9));
     while (true) {
       Batch b;
       bool end = false, timed_out = false;
       Status st;
+      std::optional<DocumentStartFields> starts;
+      std::vector<int32_t> joined;
       {
         py::gil_scoped_release release;
         st = l.NextFor(&b, &end, poll, &timed_out);
+        if (st.ok() && !end && !timed_out && cu_seqlens) {
+          starts = FindDocumentStarts(b);
+          if (starts) st = JoinCuSeqlens(b, *starts, &joined);
+        }
       }
       ThrowIfError(st);
       if (timed_out) {
@@ -211,7 +263,7 @@ class PyLoader {
         continue;
       }
       if (end) return py::none();
-      return BatchDict(b);
+      return BatchDict(b, starts, std::move(joined));
     }
   }
 
@@ -545,7 +597,7 @@ void RegisterLoader(py::module_& m) {
            py::arg("source") = SourceOptions(), py::arg("recipe") = PyRecipe())
       .def(py::init<const Pipeline&, const LoaderOptions&>(), py::arg("pipeline"),
            py::arg("options"))
-      .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1)
+      .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1, py::arg("cu_seqlens") = false)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)
       .def("set_epoch", &PyLoader::SetEpoch)

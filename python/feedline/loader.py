@@ -491,14 +491,15 @@ class Loader:
             return
         yield from self._on_device(self._host_batches(with_buffer=True))
 
-    def _next(self) -> Any:
+    def _next(self, cu_seqlens: bool = False) -> Any:
+        # cu_seqlens: a token batch's segment starts come joined (feedline.TokenLoader).
         pool = getattr(self, "_python_pool", None)
         if pool is None:
-            return self._loader.next()
+            return self._loader.next(cu_seqlens=cu_seqlens)
         # A dead worker stops the loader whatever max_errors says: every
         # sample sent to it would fail.
         try:
-            d = self._loader.next()
+            d = self._loader.next(cu_seqlens=cu_seqlens)
         except Exception as e:
             dead = pool.dead()
             if dead:
@@ -542,7 +543,7 @@ class Loader:
             ahead = None
             feeder.retire(keep=0)
 
-    def _host_batches(self, with_buffer: bool = False) -> Iterator[Any]:
+    def _host_batches(self, with_buffer: bool = False, cu_seqlens: bool = False) -> Iterator[Any]:
         # Batch, or (Batch, (buffer address, bytes)) with_buffer.
         if self._mid_epoch and not self._resume_pending:
             if self._last_index == len(self) - 1:
@@ -557,7 +558,7 @@ class Loader:
         self._resume_pending = False
         self._last_index = -1
         while True:
-            d = self._next()
+            d = self._next(cu_seqlens)
             if d is None:
                 self._mid_epoch = False
                 return

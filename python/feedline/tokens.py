@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import torch
 
 from . import _C
-from .loader import Batch, Device, Loader, Source, _distributed_rank_world
+from .loader import Device, Loader, Source, _distributed_rank_world
 
 # One source or several, concatenated in order.
 Sources = Union[Source, Sequence[Source]]
@@ -43,12 +43,6 @@ def _paths(sources: Sources) -> List[str]:
 
 PACKINGS = ("concat", "best_fit")
 TOKEN_FIELDS = ("input_ids", "labels", "position_ids", "document_ids", "cu_seqlens")  # TokenLoader(fields=)
-
-
-def _without_buffers(host: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Batch]:
-    for batch, _ in host:
-        yield batch
-        del batch  # a suspended generator frame must not pin a buffer
 
 
 class TokenLoader(Loader):
@@ -227,34 +221,22 @@ class TokenLoader(Loader):
         return pad / sum(p.num_sequences * self.seq_len for p in self._plans)
 
     def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
-        """One epoch of dicts (on `device` when set)."""
-        joined = self._joined(self._host_batches(with_buffer=True))
-        batches = self._on_device(joined) if self._feeder is not None else _without_buffers(joined)
-        for batch in batches:
-            out = dict(batch.fields)
-            del batch  # a suspended generator frame must not pin a buffer
+        """One epoch of dicts (on `device` when set). The workers wrote each
+        row's segment starts; the engine's next() joins them into cu_seqlens
+        in C++, before any device copy (one pass over the starts, not over
+        the tokens)."""
+        if self._feeder is not None:
+            for batch in self._on_device(self._host_batches(with_buffer=True, cu_seqlens=True)):
+                out = batch.fields
+                del batch  # a suspended generator frame must not pin a buffer
+                yield out
+                del out
+            return
+        for batch in self._host_batches(cu_seqlens=True):
+            out = batch.fields
+            del batch
             yield out
             del out
-
-    @staticmethod
-    def _joined(host: Iterator[Tuple[Batch, Tuple[int, int]]]) -> Iterator[Tuple[Batch, Tuple[int, int]]]:
-        """Each host batch with its rows' segment starts joined into
-        cu_seqlens, on the host (before any device copy). The workers wrote
-        each row's segment starts; joining them is one pass over the starts
-        in C++ (not over the tokens, not torch ops)."""
-        for batch, buffer in host:
-            fields = dict(batch.fields)
-            if "document_starts" not in fields:  # fields= without cu_seqlens
-                yield batch, buffer
-                del batch, fields
-                continue
-            starts, counts = fields.pop("document_starts"), fields.pop("num_documents")
-            fields["cu_seqlens"] = torch.from_numpy(_C.token_cu_seqlens(starts.numpy(), counts.numpy()))
-            del starts, counts
-            joined = batch.with_fields(fields)
-            del batch, fields
-            yield joined, buffer
-            del joined
 
     # -- resume: a mixture's schedule segment travels with the position ----
     def _fingerprints(self) -> List[int]:

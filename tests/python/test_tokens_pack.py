@@ -42,6 +42,39 @@ def test_cu_seqlens_come_from_the_workers_document_starts(tmp_path):
     assert batches == len(loader)
 
 
+@pytest.mark.parametrize("packing", ["concat", "best_fit"])
+def test_the_engine_joins_cu_seqlens_as_the_python_join_does(tmp_path, packing):
+    # next(cu_seqlens=True) replaces the two segment-start fields by their
+    # join, in C++: the same array token_cu_seqlens makes from the raw fields.
+    path = _flat(tmp_path / "a.bin", _eos_corpus(tmp_path))
+    kw = dict(seq_len=32, batch_size=4, eos_token=0, shuffle=True, seed=3, num_threads=2, packing=packing,
+              pad_token=0 if packing == "best_fit" else None)
+    raw_loader, joined_loader = feedline.TokenLoader(path, **kw), feedline.TokenLoader(path, **kw)
+    batches = 0
+    while True:
+        raw, joined = raw_loader._loader.next(), joined_loader._loader.next(cu_seqlens=True)
+        if raw is None:
+            assert joined is None
+            break
+        r = dict(zip(raw["names"], raw["fields"]))
+        j = dict(zip(joined["names"], joined["fields"]))
+        assert "document_starts" not in j and "num_documents" not in j
+        want_names = [{"document_starts": "cu_seqlens"}.get(n, n) for n in raw["names"] if n != "num_documents"]
+        assert joined["names"] == want_names
+        assert dict(zip(joined["names"], joined["dtypes"]))["cu_seqlens"] == "int32"
+        want = feedline._C.token_cu_seqlens(r["document_starts"], r["num_documents"])
+        np.testing.assert_array_equal(j["cu_seqlens"], want)
+        np.testing.assert_array_equal(j["input_ids"], r["input_ids"])
+        batches += 1
+        del raw, joined, r, j
+    assert batches == len(raw_loader)
+    # Without segment starts (fields= leaves cu_seqlens out) nothing is joined.
+    plain = feedline.TokenLoader(path, fields=("input_ids", "labels"), **kw)
+    d = plain._loader.next(cu_seqlens=True)
+    assert d["names"] == ["input_ids", "labels"]
+    del d
+
+
 def test_best_fit_pads_little_masks_labels_and_reports_the_share(tmp_path):
     tokens = _eos_corpus(tmp_path, docs=200)
     path = _flat(tmp_path / "a.bin", tokens)
