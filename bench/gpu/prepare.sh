@@ -27,6 +27,7 @@ DEV_PACKAGES=(
   libjpeg62-turbo-dev   # find_package(JPEG)
   libspng-dev           # pkg_check_modules(spng)
   zlib1g-dev            # spng.pc: Requires.private: zlib
+  libdeflate-dev        # pkg_check_modules(libdeflate): the PNG fast path
   nlohmann-json3-dev    # find_package(nlohmann_json 3) (header-only)
   pybind11-dev          # find_package(pybind11 CONFIG): fallback when the machine's pip pybind11 is absent
   pkgconf-bin           # pkg-config, for a machine without one
@@ -34,7 +35,7 @@ DEV_PACKAGES=(
 # Roots of the run-time closure (Depends and Pre-Depends, recursively).
 # The GPU run builds with FEEDLINE_WITH_HTTP=OFF (it reads local disk), so
 # libcurl and its TLS/LDAP/... chain (about 30 packages) stay behind.
-RUNTIME_ROOTS=(libjpeg62-turbo libspng0 libpkgconf3 zlib1g)
+RUNTIME_ROOTS=(libjpeg62-turbo libspng0 libdeflate0 libpkgconf3 zlib1g)
 # Provided by every glibc system (and too tied to it to carry).
 EXCLUDE='^(libc6|libgcc-s1|gcc-12-base|libstdc\+\+6|libcrypt1|debconf|dpkg|perl-base|libc-dev|libc6-dev)$'
 

@@ -1,8 +1,11 @@
 #include "src/image/png_decoder.h"
 
+#include <libdeflate.h>
 #include <spng.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -90,6 +93,90 @@ Status CheckTail(spng_ctx* ctx) {
 
 }  // namespace
 
+namespace {
+
+// The fast path's types: 8-bit gray, gray+alpha, RGB and RGBA, not
+// interlaced. Bytes per pixel, or 0 for every other PNG (libspng's path).
+uint32_t FastBytesPerPixel(const spng_ihdr& ihdr) {
+  if (ihdr.bit_depth != 8 || ihdr.interlace_method != 0) return 0;
+  switch (ihdr.color_type) {
+    case SPNG_COLOR_TYPE_GRAYSCALE: return 1;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: return 2;
+    case SPNG_COLOR_TYPE_TRUECOLOR: return 3;
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: return 4;
+    default: return 0;
+  }
+}
+
+// The most compressed image data the fast path takes for `filtered` bytes
+// of rows: deflate's stored blocks add 5 bytes per 65535, zlib 6. A stream
+// larger than this (legal, but no encoder writes it) goes to libspng, which
+// inflates it row by row in bounded memory.
+uint64_t MaxFastIdatBytes(uint64_t filtered) { return filtered + filtered / 8192 * 5 + 1024; }
+
+uint32_t Be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+bool IsIdat(const uint8_t* type) { return std::memcmp(type, "IDAT", 4) == 0; }
+
+// PNG's Paeth predictor, as the specification orders its ties.
+inline int Paeth(int a, int b, int c) {
+  const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
+  const int ab = pb < pa ? b : a, pab = pb < pa ? pb : pa;
+  return pc < pab ? c : ab;
+}
+
+// Row `row` (its filter type byte first) defiltered into out against `up`,
+// the row above it defiltered (null for the first row). False for a filter
+// type outside 0..4. BPP channels, one chain each, interleaved.
+template <uint32_t BPP>
+bool Defilter(const uint8_t* row, const uint8_t* up, size_t n, uint8_t* out) {
+  const uint8_t type = row[0];
+  const uint8_t* s = row + 1;
+  switch (type) {
+    case 0: std::memcpy(out, s, n); return true;
+    case 1:
+      for (size_t i = 0; i < n; ++i)
+        out[i] = static_cast<uint8_t>(s[i] + (i >= BPP ? out[i - BPP] : 0));
+      return true;
+    case 2:
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(s[i] + (up ? up[i] : 0));
+      return true;
+    case 3:
+      for (size_t i = 0; i < n; ++i) {
+        const int left = i >= BPP ? out[i - BPP] : 0, above = up ? up[i] : 0;
+        out[i] = static_cast<uint8_t>(s[i] + ((left + above) >> 1));
+      }
+      return true;
+    case 4: {
+      if (up == nullptr) {  // Paeth over the first row is Sub
+        for (size_t i = 0; i < n; ++i)
+          out[i] = static_cast<uint8_t>(s[i] + (i >= BPP ? out[i - BPP] : 0));
+        return true;
+      }
+      const size_t first = std::min<size_t>(BPP, n);
+      for (size_t i = 0; i < first; ++i) out[i] = static_cast<uint8_t>(s[i] + up[i]);
+      for (size_t i = BPP; i < n; ++i) {
+        out[i] = static_cast<uint8_t>(s[i] + Paeth(out[i - BPP], up[i], up[i - BPP]));
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
+bool DefilterRow(uint32_t bpp, const uint8_t* row, const uint8_t* up, size_t n, uint8_t* out) {
+  switch (bpp) {
+    case 1: return Defilter<1>(row, up, n, out);
+    case 2: return Defilter<2>(row, up, n, out);
+    case 3: return Defilter<3>(row, up, n, out);
+    default: return Defilter<4>(row, up, n, out);
+  }
+}
+
+}  // namespace
+
 uint64_t PngDecoder::DecodeScratchBytes(const ImageInfo& info, uint32_t y0, uint32_t y1) {
   const uint64_t w = info.width;
   // libspng's own row buffers (two rows of up to 8 bytes a pixel, plus
@@ -98,12 +185,99 @@ uint64_t PngDecoder::DecodeScratchBytes(const ImageInfo& info, uint32_t y0, uint
   if (info.progressive) return lib + w * info.height * 4;  // interlaced: the whole image as RGBA
   const uint64_t rows =
       y1 > y0 ? std::min<uint64_t>(y1, info.height) - std::min<uint64_t>(y0, info.height) : 0;
-  return lib + w * 4 + rows * w * 3;
+  // The fast path holds every filtered row (up to 4 bytes a pixel), the
+  // joined image data, two defiltered rows and the kept rows; libspng's
+  // path less. The larger of the two, as if every PNG took the fast one.
+  const uint64_t filtered = (w * 4 + 1) * info.height;
+  const uint64_t fast = filtered + MaxFastIdatBytes(filtered) + 2 * w * 4 + (160u << 10);
+  return std::max(lib + w * 4, fast) + rows * w * 3;
 }
 
 void PngDecoder::TrimScratch() {
   std::vector<uint8_t>().swap(rgba_);
   std::vector<uint8_t>().swap(rgb_);
+  std::vector<uint8_t>().swap(idat_);
+  std::vector<uint8_t>().swap(filtered_);
+}
+
+void PngDecoder::InflaterDeleter::operator()(libdeflate_decompressor* d) const {
+  libdeflate_free_decompressor(d);
+}
+
+bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& limits,
+                            uint32_t width, uint32_t height, uint32_t bpp, uint32_t y0,
+                            uint32_t y1) {
+  // The chunks after the signature: every CRC right, no chunk over the
+  // limit, the IDATs in one run, then IEND and nothing else. Any other file
+  // is left to libspng's path, which decodes it or names its fault.
+  size_t p = 8;
+  const uint8_t* single = nullptr;  // the only IDAT's data, not copied
+  size_t idat_bytes = 0, idat_chunks = 0;
+  bool iend = false;
+  const uint64_t filtered = (uint64_t{width} * bpp + 1) * height;
+  idat_.clear();
+  while (p + 12 <= bytes.size()) {
+    const uint32_t n = Be32(bytes.data() + p);
+    const uint8_t* type = bytes.data() + p + 4;
+    if (n > limits.max_png_chunk_bytes || n > bytes.size() - p - 12) return false;
+    if (Be32(bytes.data() + p + 8 + n) != libdeflate_crc32(0, type, size_t{n} + 4)) return false;
+    const uint8_t* data = type + 4;
+    if (IsIdat(type)) {
+      idat_bytes += n;
+      if (idat_bytes > MaxFastIdatBytes(filtered)) return false;
+      if (idat_chunks++ == 0) {
+        single = data;
+      } else {
+        if (idat_chunks == 2) idat_.assign(single, single + (idat_bytes - n));
+        idat_.insert(idat_.end(), data, data + n);
+      }
+    } else if (idat_chunks > 0) {
+      // After the image data only IEND: libspng judges the contents of the
+      // chunks before it (spng_decode_chunks) but could not be asked about
+      // later ones, so a file with any is decoded by libspng's path.
+      if (std::memcmp(type, "IEND", 4) != 0) return false;
+      iend = n == 0;
+      break;
+    }
+    p += size_t{n} + 12;
+  }
+  if (!iend || idat_chunks == 0) return false;
+  const uint8_t* in = idat_chunks == 1 ? single : idat_.data();
+  if (!inflater_) inflater_.reset(libdeflate_alloc_decompressor());
+  if (!inflater_) return false;
+  if (filtered_.size() < filtered) filtered_.resize(filtered);
+  size_t used = 0;
+  // Exactly `filtered` bytes, the Adler-32 checked, nothing after the stream.
+  if (libdeflate_zlib_decompress_ex(inflater_.get(), in, idat_bytes, filtered_.data(), filtered,
+                                    &used, nullptr) != LIBDEFLATE_SUCCESS ||
+      used != idat_bytes) {
+    return false;
+  }
+  // Defilter rows [0, y1): each needs the one above. Rows from y1 on are
+  // never kept, but their filter types are checked as libspng's would be.
+  const size_t stride = size_t{width} * bpp + 1, n = size_t{width} * bpp;
+  for (uint32_t y = y1; y < height; ++y) {
+    if (filtered_[y * stride] > 4) return false;
+  }
+  if (rgba_.size() < 2 * n) rgba_.resize(2 * n);
+  if (rgb_.size() < size_t{y1 - y0} * width * 3) rgb_.resize(size_t{y1 - y0} * width * 3);
+  uint8_t* rows[2] = {rgba_.data(), rgba_.data() + n};
+  for (uint32_t y = 0; y < y1; ++y) {
+    uint8_t* cur = bpp == 3 && y >= y0 ? rgb_.data() + size_t{y - y0} * n : rows[y & 1];
+    const uint8_t* up = y == 0 ? nullptr : last_row_;
+    if (!DefilterRow(bpp, filtered_.data() + y * stride, up, n, cur)) return false;
+    if (bpp != 3 && y >= y0) {
+      uint8_t* dst = rgb_.data() + size_t{y - y0} * width * 3;
+      for (size_t x = 0; x < width; ++x) {
+        const uint8_t* px = cur + x * bpp;
+        dst[3 * x] = px[0];
+        dst[3 * x + 1] = bpp <= 2 ? px[0] : px[1];
+        dst[3 * x + 2] = bpp <= 2 ? px[0] : px[2];
+      }
+    }
+    last_row_ = cur;
+  }
+  return true;
 }
 
 Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
@@ -113,6 +287,7 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
   y1 = std::min(y1, ihdr.height);
   if (y0 >= y1) return InternalError("empty PNG decode region");
   const size_t w = ihdr.width;
+  last_was_fast_ = false;
   out->full_width = ihdr.width;
   out->full_height = ihdr.height;
   out->x = 0;
@@ -138,6 +313,24 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     out->height = y1 - y0;
     out->pixels = rgba_.data();
     return Status::OK();
+  }
+  // 8-bit gray, gray+alpha, RGB and RGBA: the whole image data inflated at
+  // once (libdeflate) and defiltered by us, when every check of the fast
+  // path passes (docs/image.md, "PNG"); else, and for every error message,
+  // libspng's path below.
+  if (const uint32_t bpp = fast_path_ ? FastBytesPerPixel(ihdr) : 0; bpp != 0) {
+    // libspng validates the chunks before the image data (their contents,
+    // not only their CRCs), as its own decode would.
+    if (spng_decode_chunks(ctx.get()) == 0 &&
+        DecodeFast(bytes, limits, ihdr.width, ihdr.height, bpp, y0, y1)) {
+      last_was_fast_ = true;
+      out->y = y0;
+      out->height = y1 - y0;
+      out->pixels = rgb_.data();
+      return Status::OK();
+    }
+    FEEDLINE_ASSIGN_OR_RETURN(ctx,
+                              Open(bytes, limits, &ihdr));  // a fresh context for libspng's path
   }
   // 8-bit RGB (most photographs saved as PNG) is decoded as it is stored,
   // straight into the kept rows; every other type through RGBA8, the one

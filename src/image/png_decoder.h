@@ -1,6 +1,9 @@
-// PNG decoding through libspng, with image-size and chunk limits set before
-// any data is inflated. Every PNG colour type and bit depth becomes 8-bit
-// RGB (16-bit channels keep their high byte; alpha is dropped, as PIL's
+// PNG decoding: libspng, with image-size and chunk limits set before any
+// data is inflated; 8-bit non-interlaced gray, gray+alpha, RGB and RGBA
+// through a fast path (libdeflate inflates all the image data at once, our
+// defilter) that checks the same CRCs, Adler-32 and lengths, and falls back
+// to libspng for anything it does not take (and for every error message). Every PNG colour type and
+// bit depth becomes 8-bit RGB (16-bit channels keep their high byte; alpha is dropped, as PIL's
 // convert("RGB") does).
 //
 // Thread safety: one PngDecoder per thread.
@@ -8,6 +11,7 @@
 #define FEEDLINE_SRC_IMAGE_PNG_DECODER_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -15,10 +19,16 @@
 #include "feedline/status.h"
 #include "src/image/jpeg_decoder.h"
 
+struct libdeflate_decompressor;
+
 namespace feedline::image {
 
 class PngDecoder {
  public:
+  // fast_path = false: every PNG through libspng (the reference the fast
+  // path is tested against).
+  explicit PngDecoder(bool fast_path = true) : fast_path_(fast_path) {}
+
   // Parses the header and checks the limits.
   Status ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits, ImageInfo* info);
   // Decodes rows [y0, y1) to RGB (all columns). The whole file is read and
@@ -29,7 +39,12 @@ class PngDecoder {
   Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
                 uint32_t y1, RgbRegion* out);
 
-  uint64_t scratch_bytes() const { return rgba_.capacity() + rgb_.capacity(); }
+  // Whether the last Decode took the fast path (for tests and benchmarks).
+  bool last_was_fast() const { return last_was_fast_; }
+
+  uint64_t scratch_bytes() const {
+    return rgba_.capacity() + rgb_.capacity() + idat_.capacity() + filtered_.capacity();
+  }
   // What Decode(y0, y1) of an image with this header allocates, at most
   // (ours and libspng's), for charging it to a budget first.
   static uint64_t DecodeScratchBytes(const ImageInfo& info, uint32_t y0, uint32_t y1);
@@ -37,8 +52,24 @@ class PngDecoder {
   void TrimScratch();
 
  private:
+  struct InflaterDeleter {
+    void operator()(libdeflate_decompressor* d) const;
+  };
+  // The fast path: rows [y0, y1) of an 8-bit, non-interlaced gray, gray+alpha,
+  // RGB or RGBA PNG of `bpp` bytes a pixel into rgb_. False when any check
+  // fails or the file is outside it: libspng's path then decodes it or names
+  // the error.
+  bool DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t width,
+                  uint32_t height, uint32_t bpp, uint32_t y0, uint32_t y1);
+
   std::vector<uint8_t> rgba_;
   std::vector<uint8_t> rgb_;
+  std::vector<uint8_t> idat_;      // the IDAT chunks' data, joined (several chunks)
+  std::vector<uint8_t> filtered_;  // every row, inflated, filter type first
+  const uint8_t* last_row_ = nullptr;
+  bool fast_path_;
+  bool last_was_fast_ = false;
+  std::unique_ptr<libdeflate_decompressor, InflaterDeleter> inflater_;
 };
 
 }  // namespace feedline::image

@@ -61,8 +61,10 @@ def filtered(rows, bpp, filters):
     return bytes(out)
 
 
-def png(width, height, depth, colour, pixel, interlace=False, palette=None, trns=None, filters=(0, 1, 2, 3, 4)):
-    """pixel(x, y) -> tuple of samples."""
+def png(width, height, depth, colour, pixel, interlace=False, palette=None, trns=None, filters=(0, 1, 2, 3, 4),
+        idat_chunk=None):
+    """pixel(x, y) -> tuple of samples; the zlib stream cut into IDATs of
+    idat_chunk bytes (None: one IDAT)."""
     ch = CHANNELS[colour]
     bpp = max(1, ch * depth // 8)
     passes = ADAM7 if interlace else [(0, 0, 1, 1)]
@@ -80,7 +82,9 @@ def png(width, height, depth, colour, pixel, interlace=False, palette=None, trns
     if trns is not None:
         out += chunk(b"tRNS", trns)
     out += chunk(b"tEXt", b"Comment\x00feedline fuzz seed")
-    return out + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+    z = zlib.compress(raw, 9)
+    step = idat_chunk or max(1, len(z))
+    return out + b"".join(chunk(b"IDAT", z[i:i + step]) for i in range(0, len(z), step)) + chunk(b"IEND", b"")
 
 
 def main():
@@ -102,6 +106,11 @@ def main():
                                     interlace=True),
         "rgb16_trns.png": png(3, 3, 16, 2, lambda x, y: (x * 30000, y * 30000, 100),
                               trns=struct.pack(">HHH", 0, 0, 100)),
+        # The fast path's types (8-bit, not interlaced), the data over several IDATs.
+        "rgb8_idats.png": png(11, 9, 8, 2, lambda x, y: (x * 23 % 256, y * 29 % 256, (x * y) % 256), idat_chunk=40),
+        "gray8_idats.png": png(7, 13, 8, 0, lambda x, y: ((x * 31 + y * 17) % 256,), idat_chunk=25),
+        "gray_alpha8.png": png(6, 5, 8, 4, lambda x, y: (x * 40, 255 - y * 30)),
+        "rgba8.png": png(5, 7, 8, 6, lambda x, y: (x * 50, y * 30, (x + y) * 9, 200), idat_chunk=30),
     }
     for name, data in seeds.items():
         (OUT / name).write_bytes(data)

@@ -39,7 +39,7 @@ ALLOWED = {
     "pipelines": {"core", "engine", "image", "io", "tokens", "pipelines"},
 }
 
-CODEC_HEADERS = re.compile(r"^(jpeglib|turbojpeg|spng|png|webp/.*|tiffio|tiff|gif_lib|zlib)\.h$")
+CODEC_HEADERS = re.compile(r"^(jpeglib|turbojpeg|spng|png|libdeflate|webp/.*|tiffio|tiff|gif_lib|zlib)\.h$")
 FORMAT_HEADERS = re.compile(r"^(nlohmann/.*|curl/.*)$")
 FRAMEWORK_HEADERS = re.compile(r"^(Python\.h|pybind11/.*|torch/.*|ATen/.*|c10/.*)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
