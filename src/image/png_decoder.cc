@@ -261,10 +261,12 @@ bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& 
   }
   if (rgba_.size() < 2 * n) rgba_.resize(2 * n);
   if (rgb_.size() < size_t{y1 - y0} * width * 3) rgb_.resize(size_t{y1 - y0} * width * 3);
+  // Rows not kept (and every row of a type other than RGB) alternate
+  // between two scratch rows; kept RGB rows are defiltered in place.
   uint8_t* rows[2] = {rgba_.data(), rgba_.data() + n};
+  const uint8_t* up = nullptr;  // the row above, defiltered
   for (uint32_t y = 0; y < y1; ++y) {
     uint8_t* cur = bpp == 3 && y >= y0 ? rgb_.data() + size_t{y - y0} * n : rows[y & 1];
-    const uint8_t* up = y == 0 ? nullptr : last_row_;
     if (!DefilterRow(bpp, filtered_.data() + y * stride, up, n, cur)) return false;
     if (bpp != 3 && y >= y0) {
       uint8_t* dst = rgb_.data() + size_t{y - y0} * width * 3;
@@ -275,7 +277,7 @@ bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& 
         dst[3 * x + 2] = bpp <= 2 ? px[0] : px[2];
       }
     }
-    last_row_ = cur;
+    up = cur;
   }
   return true;
 }

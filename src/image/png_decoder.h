@@ -66,7 +66,6 @@ class PngDecoder {
   std::vector<uint8_t> rgb_;
   std::vector<uint8_t> idat_;      // the IDAT chunks' data, joined (several chunks)
   std::vector<uint8_t> filtered_;  // every row, inflated, filter type first
-  const uint8_t* last_row_ = nullptr;
   bool fast_path_;
   bool last_was_fast_ = false;
   std::unique_ptr<libdeflate_decompressor, InflaterDeleter> inflater_;
