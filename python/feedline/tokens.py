@@ -225,16 +225,11 @@ class TokenLoader(Loader):
         row's segment starts; the engine's next() joins them into cu_seqlens
         in C++, before any device copy (one pass over the starts, not over
         the tokens)."""
-        if self._feeder is not None:
-            for batch in self._on_device(self._host_batches(with_buffer=True, cu_seqlens=True)):
-                out = batch.fields
-                del batch  # a suspended generator frame must not pin a buffer
-                yield out
-                del out
-            return
-        for batch in self._host_batches(cu_seqlens=True):
+        device = self._feeder is not None
+        host = self._host_batches(with_buffer=device, cu_seqlens=True)
+        for batch in self._on_device(host) if device else host:
             out = batch.fields
-            del batch
+            del batch  # a suspended generator frame must not pin a buffer
             yield out
             del out
 

@@ -98,14 +98,11 @@ namespace {
 // The fast path's types: 8-bit gray, gray+alpha, RGB and RGBA, not
 // interlaced. Bytes per pixel, or 0 for every other PNG (libspng's path).
 uint32_t FastBytesPerPixel(const spng_ihdr& ihdr) {
-  if (ihdr.bit_depth != 8 || ihdr.interlace_method != 0) return 0;
-  switch (ihdr.color_type) {
-    case SPNG_COLOR_TYPE_GRAYSCALE: return 1;
-    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: return 2;
-    case SPNG_COLOR_TYPE_TRUECOLOR: return 3;
-    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: return 4;
-    default: return 0;
+  if (ihdr.bit_depth != 8 || ihdr.interlace_method != 0 ||
+      ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
+    return 0;
   }
+  return Channels(ihdr.color_type);  // one byte a channel
 }
 
 // The most compressed image data the fast path takes for `filtered` bytes

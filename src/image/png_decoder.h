@@ -1,10 +1,10 @@
 // PNG decoding: libspng, with image-size and chunk limits set before any
-// data is inflated; 8-bit non-interlaced gray, gray+alpha, RGB and RGBA
+// data is inflated. 8-bit non-interlaced gray, gray+alpha, RGB and RGBA go
 // through a fast path (libdeflate inflates all the image data at once, our
-// defilter) that checks the same CRCs, Adler-32 and lengths, and falls back
-// to libspng for anything it does not take (and for every error message). Every PNG colour type and
-// bit depth becomes 8-bit RGB (16-bit channels keep their high byte; alpha is dropped, as PIL's
-// convert("RGB") does).
+// defilter) that checks the same CRCs, Adler-32 and lengths and hands
+// anything it does not take, and every error, to libspng. Every PNG colour
+// type and bit depth becomes 8-bit RGB (16-bit channels keep their high
+// byte; alpha is dropped, as PIL's convert("RGB") does).
 //
 // Thread safety: one PngDecoder per thread.
 #ifndef FEEDLINE_SRC_IMAGE_PNG_DECODER_H_
