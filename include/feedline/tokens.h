@@ -70,6 +70,13 @@ class FEEDLINE_EXPORT TokenSource {
   // id against the vocabulary size: DataLoss naming the shard, the block
   // or token, and the values.
   virtual Status Read(uint64_t begin, uint64_t end, int64_t* out) const = 0;
+  // The stored ids (little-endian, dtype(), token t at t * TokenDTypeSize)
+  // when all of them lie in one mapping and reading them needs no check
+  // but the sign of a signed dtype: flat files and Megatron's .bin. nullptr
+  // otherwise (the default; token shards verify checksums on first read).
+  // The concat windows widen from it in one fused pass; Read is the
+  // reference that pass is tested against, and the path that names a bad id.
+  virtual const uint8_t* MappedIds() const { return nullptr; }
   // Digest of what the source is (kind, file name, dtype, sizes, and for
   // Megatron the whole index), for resume states.
   virtual uint64_t Fingerprint() const = 0;

@@ -112,6 +112,9 @@ class MegatronDataset final : public TokenSource {
                                        path(), begin);
   }
 
+  // Sequences are contiguous from byte 0 (validated), as Read relies on.
+  const uint8_t* MappedIds() const override { return bin_->data(); }
+
   uint64_t Fingerprint() const override {
     const std::string& p = path();
     const size_t slash = p.find_last_of('/');

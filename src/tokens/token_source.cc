@@ -152,6 +152,8 @@ class FlatTokenFile final : public TokenSource {
                                        end - begin, out, path(), begin);
   }
 
+  const uint8_t* MappedIds() const override { return file_->data(); }
+
   uint64_t Fingerprint() const override {
     std::string s = "flat:" + BaseName(path()) + ":" + std::string(TokenDTypeName(dtype_)) + ":";
     core::detail::PutFixed64(&s, num_tokens_);

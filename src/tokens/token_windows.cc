@@ -11,6 +11,7 @@
 #include "feedline/tokens.h"
 #include "src/core/detail/endian.h"
 #include "src/tokens/token_sequence_op.h"
+#include "src/tokens/token_window_hwy.h"
 
 namespace feedline {
 
@@ -72,6 +73,7 @@ class WindowState final : public OpState {
   }
   std::vector<uint64_t> starts;
   std::vector<int32_t> row_starts;
+  uint64_t bad_start = 0, previous = 0;  // what Segments found out of place
 };
 
 class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
@@ -82,7 +84,13 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
         seq_len_(seq_len),
         index_(fields),
         windows_(NumTokenWindows(corpus_->num_tokens(), seq_len)),
-        fingerprint_(corpus_->Fingerprint()) {}
+        fingerprint_(corpus_->Fingerprint()) {
+    for (size_t i = 0; i < corpus_->num_sources(); ++i) {
+      const TokenSource& source = corpus_->source(i);
+      mapped_.push_back(tokens::detail::WindowKernelHandles(source.dtype()) ? source.MappedIds()
+                                                                            : nullptr);
+    }
+  }
 
   std::unique_ptr<OpState> NewState() const override {
     return std::make_unique<WindowState>(seq_len_);
@@ -107,33 +115,41 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
     loc.file = source.path();
     loc.key = "window " + std::to_string(index);
     const tokens::detail::TokenOutputs out = index_.Get(sample);
+    const bool boundaries = out.position_ids != nullptr || out.document_ids != nullptr ||
+                            out.document_starts != nullptr;
+    const uint64_t first = begin - corpus_->source_offset(src);
+    if (mapped_[src] != nullptr && first + seq_len_ + 1 <= source.num_tokens()) {
+      // The window lies in one mapped source: one fused pass per segment
+      // writes every field (token_window_hwy.h). A negative id sends it
+      // to the checked path below, which names it.
+      st.row_starts[0] = 0;
+      const size_t segments = boundaries ? Segments(begin, st) : 1;
+      if (segments == 0) return SegmentError(index, begin, st);
+      const uint8_t* ids = mapped_[src] + first * TokenDTypeSize(source.dtype());
+      bool ok = true;
+      for (size_t k = 0; k < segments && ok; ++k) {
+        const auto a = static_cast<uint64_t>(st.row_starts[k]);
+        const uint64_t b =
+            k + 1 < segments ? static_cast<uint64_t>(st.row_starts[k + 1]) : seq_len_;
+        ok = tokens::detail::WindowSegment(source.dtype(), ids, a, b, out.input_ids, out.labels,
+                                           out.position_ids, out.document_ids,
+                                           static_cast<int64_t>(k));
+      }
+      if (ok) {
+        tokens::detail::WriteDocumentStarts(out, st.row_starts.data(), segments, seq_len_);
+        return Status::OK();
+      }
+    }
     // The window's tokens straight into input_ids, its last into labels;
     // labels are input_ids shifted by one (one copy, no second widening).
     FEEDLINE_RETURN_IF_ERROR(corpus_->Read(begin, begin + seq_len_, out.input_ids));
     FEEDLINE_RETURN_IF_ERROR(
         corpus_->Read(begin + seq_len_, begin + seq_len_ + 1, out.labels + seq_len_ - 1));
     std::memcpy(out.labels, out.input_ids + 1, (seq_len_ - 1) * sizeof(int64_t));
-    if (out.position_ids == nullptr && out.document_ids == nullptr &&
-        out.document_starts == nullptr) {
-      return Status::OK();  // no document boundary asked for: none looked up
-    }
-    st.starts.clear();
-    // Starts strictly inside the inputs; the window start is one anyway.
-    corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
+    if (!boundaries) return Status::OK();  // no document boundary asked for: none looked up
+    const size_t segments = Segments(begin, st);
+    if (segments == 0) return SegmentError(index, begin, st);
     // Segment by segment: positions count from 0, the document id is constant.
-    st.row_starts[0] = 0;
-    size_t segments = 1;
-    for (uint64_t start : st.starts) {
-      // TokenSource's contract, checked: a start out of place would write
-      // past row_starts.
-      const uint64_t previous = begin + static_cast<uint64_t>(st.row_starts[segments - 1]);
-      if (start <= previous || start >= begin + seq_len_) {
-        return InternalError("token window " + std::to_string(index) + ": document start " +
-                             std::to_string(start) + " is not inside (" + std::to_string(previous) +
-                             ", " + std::to_string(begin + seq_len_) + ")");
-      }
-      st.row_starts[segments++] = static_cast<int32_t>(start - begin);
-    }
     for (size_t k = 0; k < segments; ++k) {
       const auto a = static_cast<uint64_t>(st.row_starts[k]);
       const uint64_t b = k + 1 < segments ? static_cast<uint64_t>(st.row_starts[k + 1]) : seq_len_;
@@ -149,11 +165,42 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
   }
 
  private:
+  // The window's segments (row_starts[0, n), the first 0), or 0 when the
+  // source broke TokenSource's contract (SegmentError says how).
+  size_t Segments(uint64_t begin, WindowState& st) const {
+    st.starts.clear();
+    // Starts strictly inside the inputs; the window start is one anyway.
+    corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
+    st.row_starts[0] = 0;
+    size_t segments = 1;
+    for (uint64_t start : st.starts) {
+      // TokenSource's contract, checked: a start out of place would write
+      // past row_starts.
+      const uint64_t previous = begin + static_cast<uint64_t>(st.row_starts[segments - 1]);
+      if (start <= previous || start >= begin + seq_len_) {
+        st.bad_start = start;
+        st.previous = previous;
+        return 0;
+      }
+      st.row_starts[segments++] = static_cast<int32_t>(start - begin);
+    }
+    return segments;
+  }
+
+  Status SegmentError(uint64_t index, uint64_t begin, const WindowState& st) const {
+    return InternalError("token window " + std::to_string(index) + ": document start " +
+                         std::to_string(st.bad_start) + " is not inside (" +
+                         std::to_string(st.previous) + ", " + std::to_string(begin + seq_len_) +
+                         ")");
+  }
+
   std::shared_ptr<const TokenCorpus> corpus_;
   uint64_t seq_len_;
   tokens::detail::TokenFieldIndex index_;
   uint64_t windows_;
   uint64_t fingerprint_;
+  // Per source: its MappedIds when the fused pass reads its dtype, else null.
+  std::vector<const uint8_t*> mapped_;
 };
 
 }  // namespace

@@ -224,6 +224,55 @@ TEST_F(TokenWindowsTest, TokensAreTheFilesAndLabelsAreShiftedByOne) {
   }
 }
 
+// Every field of every window against its definition, computed here from
+// the token list, for each dtype the fused pass reads (token_window_hwy.h)
+// and one it leaves to the checked path (uint8), at seq_lens around the
+// vector widths, with documents of every length down to one token.
+TEST_F(TokenWindowsTest, EveryWindowMatchesItsDefinitionForEachDtype) {
+  std::vector<int64_t> tokens;
+  uint64_t state = 12345;
+  for (int i = 0; i < 3001; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    const auto r = static_cast<int64_t>(state >> 40);
+    tokens.push_back(r % 13 == 0 ? 0 : 1 + r % 250);  // eos 0 about every 13 tokens
+  }
+  tokens[7] = tokens[8] = tokens[9] = 0;  // one-token documents
+  TokenSourceOptions o;
+  o.eos_token = 0;
+  for (TokenDType dtype :
+       {TokenDType::kUInt16, TokenDType::kUInt32, TokenDType::kInt32, TokenDType::kUInt8}) {
+    const std::string path = Path(std::string("a_") + std::string(TokenDTypeName(dtype)) + ".bin");
+    switch (dtype) {
+      case TokenDType::kUInt16: WriteFlat<uint16_t>(path, tokens); break;
+      case TokenDType::kUInt32: WriteFlat<uint32_t>(path, tokens); break;
+      case TokenDType::kInt32: WriteFlat<int32_t>(path, tokens); break;
+      default: WriteFlat<uint8_t>(path, tokens); break;
+    }
+    o.flat_dtype = dtype;
+    for (uint64_t seq_len : {1u, 3u, 8u, 17u, 64u, 129u}) {
+      const std::vector<Window> w = AllWindows(Corpus({path}, o), seq_len, 2);
+      ASSERT_EQ(w.size(), (tokens.size() - 1) / seq_len);
+      for (size_t i = 0; i < w.size(); ++i) {
+        const uint64_t begin = i * seq_len;
+        int64_t position = 0, document = 0;
+        for (uint64_t j = 0; j < seq_len; ++j) {
+          if (j > 0 && tokens[begin + j - 1] == 0) {  // the token after an eos starts a document
+            position = 0;
+            ++document;
+          }
+          const std::string at = std::string(TokenDTypeName(dtype)) + " seq_len " +
+                                 std::to_string(seq_len) + " window " + std::to_string(i) +
+                                 " token " + std::to_string(j);
+          ASSERT_EQ(w[i].input_ids[j], tokens[begin + j]) << at;
+          ASSERT_EQ(w[i].labels[j], tokens[begin + j + 1]) << at;
+          ASSERT_EQ(w[i].position_ids[j], position++) << at;
+          ASSERT_EQ(w[i].document_ids[j], document) << at;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(TokenWindowsTest, PositionsAndDocumentsRestartAtEosBoundaries) {
   // eos = 0. Documents: [1 2 0] [3 0] [4 5 6 7 0] [8 9 ...]
   WriteFlat<uint16_t>(Path("a.bin"), {1, 2, 0, 3, 0, 4, 5, 6, 7, 0, 8, 9, 10});
