@@ -11,6 +11,7 @@
 #include "feedline/tokens.h"
 #include "src/core/detail/endian.h"
 #include "src/tokens/token_sequence_op.h"
+#include "src/tokens/token_window_hwy.h"
 
 namespace feedline {
 
@@ -136,7 +137,13 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
         pad_token_(pad_token),
         seq_len_(plan_->seq_len()),
         index_(fields),
-        fingerprint_(corpus_->Fingerprint()) {}
+        fingerprint_(corpus_->Fingerprint()) {
+    for (size_t i = 0; i < corpus_->num_sources(); ++i) {
+      const TokenSource& source = corpus_->source(i);
+      mapped_.push_back(tokens::detail::WindowKernelHandles(source.dtype()) ? source.MappedIds()
+                                                                            : nullptr);
+    }
+  }
 
   std::unique_ptr<OpState> NewState() const override {
     return std::make_unique<BestFitState>(seq_len_);
@@ -170,9 +177,13 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
       // A piece that does not end its document has its next token as the
       // last label.
       const uint64_t n = p.length, read = n + (p.ends_document ? 0 : 1);
-      FEEDLINE_RETURN_IF_ERROR(corpus_->Read(p.begin, p.begin + read, st.tokens.data()));
       st.row_starts[segments] = static_cast<int32_t>(j);
       const auto doc = static_cast<int64_t>(segments++);
+      if (FusedPiece(p, n, read, j, doc, out)) {
+        j += n;
+        continue;
+      }
+      FEEDLINE_RETURN_IF_ERROR(corpus_->Read(p.begin, p.begin + read, st.tokens.data()));
       std::memcpy(out.input_ids + j, st.tokens.data(), n * sizeof(int64_t));
       std::memcpy(out.labels + j, st.tokens.data() + 1, (read - 1) * sizeof(int64_t));
       if (read == n) out.labels[j + n - 1] = kIgnoreIndex;
@@ -200,12 +211,45 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
   }
 
  private:
+  // The piece's fields at row offset j in the window's fused pass
+  // (token_window_hwy.h) when its tokens lie in one mapped source: the
+  // pass writes ids [0, read - 1) with their next id as label, and a piece
+  // that ends its document gets its last token and the masked label here.
+  // false (nothing to keep) for other sources or a negative id: the
+  // checked path reads the piece and names the id.
+  bool FusedPiece(const BestFitPlan::Piece& p, uint64_t n, uint64_t read, uint64_t j, int64_t doc,
+                  const tokens::detail::TokenOutputs& out) const {
+    const size_t src = corpus_->SourceOf(p.begin);
+    const uint64_t first = p.begin - corpus_->source_offset(src);
+    const TokenSource& source = corpus_->source(src);
+    if (mapped_[src] == nullptr || first + read > source.num_tokens()) return false;
+    const uint8_t* ids = mapped_[src] + first * TokenDTypeSize(source.dtype());
+    const uint64_t paired = read - 1;  // ids with their label beside them
+    int64_t* positions = out.position_ids != nullptr ? out.position_ids + j : nullptr;
+    int64_t* documents = out.document_ids != nullptr ? out.document_ids + j : nullptr;
+    if (!tokens::detail::WindowSegment(source.dtype(), ids, 0, paired, out.input_ids + j,
+                                       out.labels + j, positions, documents, doc)) {
+      return false;
+    }
+    if (read == n) {  // the document's last token: no label
+      int64_t last = 0;
+      if (!corpus_->Read(p.begin + n - 1, p.begin + n, &last).ok()) return false;
+      out.input_ids[j + n - 1] = last;
+      out.labels[j + n - 1] = kIgnoreIndex;
+      if (positions != nullptr) positions[n - 1] = static_cast<int64_t>(n - 1);
+      if (documents != nullptr) documents[n - 1] = doc;
+    }
+    return true;
+  }
+
   std::shared_ptr<const TokenCorpus> corpus_;
   std::shared_ptr<const BestFitPlan> plan_;
   int64_t pad_token_;
   uint64_t seq_len_;
   tokens::detail::TokenFieldIndex index_;
   uint64_t fingerprint_;
+  // Per source: its MappedIds when the fused pass reads its dtype, else null.
+  std::vector<const uint8_t*> mapped_;
 };
 
 }  // namespace

@@ -178,6 +178,36 @@ TEST_F(TokenBestFitTest, EveryTokenOnceNoDocumentSplitLabelsMaskedPaddingExact) 
   EXPECT_LT((*plan)->padding_share(), 0.05);
 }
 
+// A negative int32 id is named wherever it falls in a piece: inside it (the
+// fused pass reports it) or as a document's last token (no label read).
+TEST_F(TokenBestFitTest, ANegativeIdIsADataLossNamingItsToken) {
+  for (size_t bad : {size_t{2}, size_t{4}}) {  // inside document 0, then its last token
+    MegatronFixture m{{{{1, 2, 3, 4, 5}}, {{6, 7, 8}}}};
+    m.documents[0][0][bad] = -9;
+    const std::string name = "neg" + std::to_string(bad);
+    WriteBytes(Path(name + ".bin"), MegatronBin<int32_t>(m));
+    WriteBytes(Path(name + ".idx"), MegatronIndex(m, 4, 4));
+    auto corpus = TokenCorpus::Open({Path(name)}, {});
+    ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+    auto plan = BestFitPlan::Build(**corpus, 8);
+    ASSERT_TRUE(plan.ok());
+    LoaderOptions o = Options(1, false);
+    o.batch_size = 1;
+    auto loader = Loader::Create(*TokenBestFitPipeline(*corpus, *plan, kPad), o);
+    ASSERT_TRUE(loader.ok());
+    Status st;
+    for (int i = 0; i < 4 && st.ok(); ++i) {
+      Batch b;
+      bool end = false;
+      st = (*loader)->Next(&b, &end);
+      if (end) break;
+    }
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("token " + std::to_string(bad) + " is negative")) << bad;
+    EXPECT_THAT(st.message(), HasSubstr(name + ".bin")) << bad;
+  }
+}
+
 TEST_F(TokenBestFitTest, BadArgumentsAreRefused) {
   auto corpus = Documents({3, 4});
   EXPECT_FALSE(BestFitPlan::Build(*corpus, 0).ok());
