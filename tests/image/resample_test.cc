@@ -20,6 +20,7 @@
 #include "hwy/targets.h"
 #include "src/image/half.h"
 #include "src/image/resample_hwy.h"
+#include "tests/hwy_targets.h"
 #include "tests/image/test_images.h"
 
 namespace feedline {
@@ -51,16 +52,9 @@ std::vector<uint8_t> Resampled(const RgbImage& img, const Case& c, Interpolation
 const Case kCases[] = {{1, 1, 1, 1},     {3, 5, 1, 2},     {17, 9, 5, 3},      {97, 61, 13, 7},
                        {97, 61, 31, 45}, {40, 30, 97, 61}, {61, 97, 224, 224}, {255, 129, 63, 65}};
 
-std::vector<int64_t> Targets() {
-  std::vector<int64_t> out;
-  for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.push_back(t);
-  return out;
-}
+using testing_hwy::Targets;
 
-class ResampleTargetsTest : public ::testing::Test {
- protected:
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }  // back to the CPU's best
-};
+class ResampleTargetsTest : public testing_hwy::TargetsTest {};
 
 TEST_F(ResampleTargetsTest, EveryTargetGivesTheSameBytesWithinTwoLevelsOfTheReference) {
   const RgbImage img = testing::Noise(255, 129, 9);

@@ -12,25 +12,18 @@
 #include <string>
 #include <vector>
 
-#include "hwy/highway.h"
 #include "hwy/targets.h"
 #include "src/tokens/token_window_hwy.h"
+#include "tests/hwy_targets.h"
 
 namespace feedline::tokens::detail {
 namespace {
 
 constexpr int64_t kUntouched = -7777;
 
-std::vector<int64_t> Targets() {
-  std::vector<int64_t> out;
-  for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.push_back(t);
-  return out;
-}
+using testing_hwy::Targets;
 
-class TokenWindowKernelTest : public ::testing::Test {
- protected:
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }  // back to the CPU's best
-};
+class TokenWindowKernelTest : public testing_hwy::TargetsTest {};
 
 // `n` + 1 random ids of dtype's width, stored little-endian.
 std::vector<uint8_t> Ids(TokenDType dtype, uint64_t n, uint32_t seed) {

@@ -1,0 +1,31 @@
+// The Highway targets compiled into the build that this CPU runs, for the
+// tests that force each in turn (hwy::SetSupportedTargetsForTest) and
+// compare a SIMD kernel's bytes across them and with its scalar
+// reference. TargetsTest hands the dispatcher back to the CPU's best
+// target after each test.
+#ifndef FEEDLINE_TESTS_HWY_TARGETS_H_
+#define FEEDLINE_TESTS_HWY_TARGETS_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "hwy/targets.h"
+
+namespace feedline::testing_hwy {
+
+inline std::vector<int64_t> Targets() {
+  std::vector<int64_t> out;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.push_back(t);
+  return out;
+}
+
+class TargetsTest : public ::testing::Test {
+ protected:
+  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }  // back to the CPU's best
+};
+
+}  // namespace feedline::testing_hwy
+
+#endif  // FEEDLINE_TESTS_HWY_TARGETS_H_
