@@ -137,13 +137,8 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
         pad_token_(pad_token),
         seq_len_(plan_->seq_len()),
         index_(fields),
-        fingerprint_(corpus_->Fingerprint()) {
-    for (size_t i = 0; i < corpus_->num_sources(); ++i) {
-      const TokenSource& source = corpus_->source(i);
-      mapped_.push_back(tokens::detail::WindowKernelHandles(source.dtype()) ? source.MappedIds()
-                                                                            : nullptr);
-    }
-  }
+        fingerprint_(corpus_->Fingerprint()),
+        mapped_(tokens::detail::FusedSources(*corpus_)) {}
 
   std::unique_ptr<OpState> NewState() const override {
     return std::make_unique<BestFitState>(seq_len_);
@@ -248,8 +243,7 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
   uint64_t seq_len_;
   tokens::detail::TokenFieldIndex index_;
   uint64_t fingerprint_;
-  // Per source: its MappedIds when the fused pass reads its dtype, else null.
-  std::vector<const uint8_t*> mapped_;
+  std::vector<const uint8_t*> mapped_;  // FusedSources
 };
 
 }  // namespace

@@ -53,13 +53,14 @@ bool Segment(const T* ids, uint64_t a, uint64_t b, int64_t* HWY_RESTRICT input_i
   const auto step = hn::Set(d64, static_cast<int64_t>(n));
   const auto doc = hn::Set(d64, document);
   auto pos = hn::Iota(d64, 0);
-  auto sign = hn::Zero(d64);  // the or of every id: negative iff one is (int32)
+  auto sign = hn::Zero(d64);  // the or of every int32 id: negative iff one is
+  constexpr bool kSigned = std::is_signed_v<T>;
   uint64_t i = a;
   // One loop per set of outputs: the branches stay out of the vector loop.
   if (position_ids != nullptr && document_ids != nullptr) {
     for (; i + n <= b; i += n) {
       const auto in = LoadWide(ids + i), next = LoadWide(ids + i + 1);
-      sign = hn::Or(sign, hn::Or(in, next));
+      if constexpr (kSigned) sign = hn::Or(sign, hn::Or(in, next));
       hn::StoreU(in, d64, input_ids + i);
       hn::StoreU(next, d64, labels + i);
       hn::StoreU(pos, d64, position_ids + i);
@@ -71,7 +72,7 @@ bool Segment(const T* ids, uint64_t a, uint64_t b, int64_t* HWY_RESTRICT input_i
     const bool positions = position_ids != nullptr;
     for (; i + n <= b; i += n) {
       const auto in = LoadWide(ids + i), next = LoadWide(ids + i + 1);
-      sign = hn::Or(sign, hn::Or(in, next));
+      if constexpr (kSigned) sign = hn::Or(sign, hn::Or(in, next));
       hn::StoreU(in, d64, input_ids + i);
       hn::StoreU(next, d64, labels + i);
       hn::StoreU(positions ? pos : doc, d64, one + i);
@@ -80,7 +81,7 @@ bool Segment(const T* ids, uint64_t a, uint64_t b, int64_t* HWY_RESTRICT input_i
   } else {
     for (; i + n <= b; i += n) {
       const auto in = LoadWide(ids + i), next = LoadWide(ids + i + 1);
-      sign = hn::Or(sign, hn::Or(in, next));
+      if constexpr (kSigned) sign = hn::Or(sign, hn::Or(in, next));
       hn::StoreU(in, d64, input_ids + i);
       hn::StoreU(next, d64, labels + i);
     }
@@ -116,8 +117,6 @@ bool WindowSegmentImpl(TokenDType dtype, const uint8_t* ids, uint64_t a, uint64_
   }
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace HWY_NAMESPACE
 }  // namespace feedline::tokens::detail
 HWY_AFTER_NAMESPACE();
@@ -126,7 +125,6 @@ HWY_AFTER_NAMESPACE();
 namespace feedline::tokens::detail {
 
 HWY_EXPORT(WindowSegmentImpl);
-HWY_EXPORT(TargetName);
 
 bool WindowSegment(TokenDType dtype, const uint8_t* ids, uint64_t a, uint64_t b, int64_t* input_ids,
                    int64_t* labels, int64_t* position_ids, int64_t* document_ids,
@@ -174,7 +172,14 @@ bool WindowSegmentReference(TokenDType dtype, const uint8_t* ids, uint64_t a, ui
   }
 }
 
-const char* WindowKernelTargetName() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+std::vector<const uint8_t*> FusedSources(const TokenCorpus& corpus) {
+  std::vector<const uint8_t*> out;
+  for (size_t i = 0; i < corpus.num_sources(); ++i) {
+    const TokenSource& source = corpus.source(i);
+    out.push_back(WindowKernelHandles(source.dtype()) ? source.MappedIds() : nullptr);
+  }
+  return out;
+}
 
 }  // namespace feedline::tokens::detail
 #endif  // HWY_ONCE

@@ -12,6 +12,7 @@
 #define FEEDLINE_SRC_TOKENS_TOKEN_WINDOW_HWY_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "feedline/tokens.h"
 
@@ -38,8 +39,9 @@ bool WindowSegmentReference(TokenDType dtype, const uint8_t* ids, uint64_t a, ui
                             int64_t* input_ids, int64_t* labels, int64_t* position_ids,
                             int64_t* document_ids, int64_t document);
 
-// The target the dispatcher picked ("AVX2", "AVX3", "NEON", ...).
-const char* WindowKernelTargetName();
+// Per source of `corpus`: its MappedIds when WindowSegment reads its dtype,
+// else null (the checked Read path), for the ops that use the pass.
+std::vector<const uint8_t*> FusedSources(const TokenCorpus& corpus);
 
 }  // namespace feedline::tokens::detail
 

@@ -84,13 +84,8 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
         seq_len_(seq_len),
         index_(fields),
         windows_(NumTokenWindows(corpus_->num_tokens(), seq_len)),
-        fingerprint_(corpus_->Fingerprint()) {
-    for (size_t i = 0; i < corpus_->num_sources(); ++i) {
-      const TokenSource& source = corpus_->source(i);
-      mapped_.push_back(tokens::detail::WindowKernelHandles(source.dtype()) ? source.MappedIds()
-                                                                            : nullptr);
-    }
-  }
+        fingerprint_(corpus_->Fingerprint()),
+        mapped_(tokens::detail::FusedSources(*corpus_)) {}
 
   std::unique_ptr<OpState> NewState() const override {
     return std::make_unique<WindowState>(seq_len_);
@@ -199,8 +194,7 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
   tokens::detail::TokenFieldIndex index_;
   uint64_t windows_;
   uint64_t fingerprint_;
-  // Per source: its MappedIds when the fused pass reads its dtype, else null.
-  std::vector<const uint8_t*> mapped_;
+  std::vector<const uint8_t*> mapped_;  // FusedSources
 };
 
 }  // namespace
