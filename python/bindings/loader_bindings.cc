@@ -34,14 +34,20 @@ namespace py = pybind11;
 namespace feedline::python {
 namespace {
 
-// A numpy array over field i of the batch; its base owns a keepalive.
-py::array FieldArray(const Batch& b, size_t i) {
+// The base object of a batch's arrays: a capsule that owns a keepalive of
+// the batch buffer. One per batch, shared by its arrays (each holds a
+// reference): the buffer goes back to the ring when the last one dies.
+py::capsule KeepaliveCapsule(const Batch& b) {
+  auto* keep = new std::shared_ptr<void>(b.keepalive());
+  return py::capsule(keep, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+}
+
+// A numpy array over field i of the batch, its base `keepalive`.
+py::array FieldArray(const Batch& b, size_t i, const py::capsule& keepalive) {
   const FieldSpec& f = b.field(i);
   std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(b.size())};
   for (int64_t d : f.shape) shape.push_back(d);
-  auto* keep = new std::shared_ptr<void>(b.keepalive());
-  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
-  return py::array(NumpyDType(f.dtype), shape, b.data(i), base);
+  return py::array(NumpyDType(f.dtype), shape, b.data(i), keepalive);
 }
 
 // Fields a map= op reads: in the batch buffer, not shown to Python.
@@ -85,6 +91,7 @@ py::dict BatchDict(const Batch& b, const std::optional<DocumentStartFields>& sta
                    std::vector<int32_t> cu_seqlens = {}) {
   py::dict d;
   py::list fields, names, dtypes;
+  std::optional<py::capsule> keepalive;
   for (size_t i = 0; i < b.num_fields(); ++i) {
     if (b.field(i).name.starts_with(kHiddenPrefix)) continue;  // map='s inputs
     if (starts && (i == starts->starts || i == starts->counts)) {
@@ -105,7 +112,8 @@ py::dict BatchDict(const Batch& b, const std::optional<DocumentStartFields>& sta
       fields.append(values);
       dtypes.append("bytes");
     } else {
-      fields.append(FieldArray(b, i));
+      if (!keepalive) keepalive = KeepaliveCapsule(b);
+      fields.append(FieldArray(b, i, *keepalive));
       dtypes.append(PyText(DTypeName(b.field(i).dtype)));
     }
     names.append(PyText(b.field(i).name));

@@ -3,7 +3,6 @@
 // engine itself is detail::LoaderCore (loader_core.h).
 #include "feedline/loader.h"
 
-#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -14,6 +13,7 @@
 #include "src/core/clock.h"
 #include "src/core/cpu.h"
 #include "src/core/detail/fingerprint.h"
+#include "src/core/process.h"
 #include "src/engine/detail/loader_core.h"
 #include "src/engine/detail/parallelism.h"
 
@@ -31,7 +31,7 @@ class Loader::Impl {
   class ConsumerScope {
    public:
     ConsumerScope(Impl* impl, const char* what) : impl_(impl) {
-      if (::getpid() != impl->core->creator_pid_) {
+      if (core::CurrentPid() != impl->core->creator_pid_) {
         status_ = FailedPreconditionError(
             std::string("Loader::") + what + " in a forked child: this loader belongs to process " +
             std::to_string(impl->core->creator_pid_) +
@@ -146,7 +146,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() {
-  if (::getpid() != impl_->core->creator_pid_) {
+  if (core::CurrentPid() != impl_->core->creator_pid_) {
     // A forked child's copy: the threads to join and whoever held the locks
     // at the fork exist only in the parent. Leak it rather than join
     // threads that are not there or touch a lock that may be held forever.

@@ -271,10 +271,16 @@ void LoaderCore::Stop(Status status) {
 Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, bool* timed_out) {
   // The consumer thread's CPU inside Next: the tuner counts the rest of the
   // training loop's CPU as its step (docs/tuner.md, "The trainer's cores").
+  // Its time in Next less the time it slept on ready_cv_: the thread CPU
+  // clock is a system call (about 1 us here), the monotonic clock is not.
   struct CpuInNext {
     std::atomic<uint64_t>* sum;
-    uint64_t start = core::ThreadCpuNs();
-    ~CpuInNext() { sum->fetch_add(core::ThreadCpuNs() - start, std::memory_order_relaxed); }
+    int64_t start = NowNs();
+    int64_t slept = 0;
+    ~CpuInNext() {
+      const int64_t cpu = NowNs() - start - slept;
+      if (cpu > 0) sum->fetch_add(static_cast<uint64_t>(cpu), std::memory_order_relaxed);
+    }
   } cpu_in_next{&consumer_next_cpu_ns_};
   *batch = Batch();
   *end_of_epoch = false;
@@ -345,11 +351,13 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
         }
         wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
       }
+      const int64_t sleep0 = NowNs();
       if (wait_ns < 0) {
         ready_cv_.Wait(&l);
       } else {
         ready_cv_.WaitFor(&l, std::chrono::nanoseconds(wait_ns));
       }
+      cpu_in_next.slept += NowNs() - sleep0;
       if (options_.stall_timeout_ms != 0) {
         Status stall = CheckStalls();
         if (!stall.ok()) {
@@ -454,7 +462,7 @@ Status LoaderCore::DeliverSlot(Slot slot, Batch* batch, bool* empty) {
 }
 
 void LoaderCore::Return(std::unique_ptr<Buffer> buffer) {
-  if (::getpid() != creator_pid_) {
+  if (core::CurrentPid() != creator_pid_) {
     // A batch released in a forked child: the ring's lock may have been
     // held by a parent thread at the fork. The child's copy is never
     // produced into again; let the memory go with the process.

@@ -12,7 +12,7 @@
 #ifndef FEEDLINE_SRC_ENGINE_DETAIL_LOADER_CORE_H_
 #define FEEDLINE_SRC_ENGINE_DETAIL_LOADER_CORE_H_
 
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -29,6 +29,7 @@
 #include "feedline/sampler.h"
 #include "src/core/cpu.h"
 #include "src/core/mutex.h"
+#include "src/core/process.h"
 #include "src/engine/detail/batch_data.h"
 #include "src/engine/detail/error_ledger.h"
 #include "src/engine/detail/parallelism.h"
@@ -107,7 +108,7 @@ class LoaderCore final : public detail::BufferHome,
   const uint32_t num_threads_;  // started
   const uint32_t max_ring_depth_;
   const int64_t start_ns_;
-  const pid_t creator_pid_ = ::getpid();
+  const pid_t creator_pid_ = core::CurrentPid();
   std::vector<std::unique_ptr<detail::WorkerCounters>> counters_;
   std::atomic<bool> cancelled_{false};
   detail::ScratchGate scratch_gate_;
