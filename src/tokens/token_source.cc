@@ -11,10 +11,10 @@
 #include <utility>
 
 #include "feedline/tokens.h"
-#include "src/core/check.h"
 #include "src/core/detail/endian.h"
 #include "src/tokens/mapped_file.h"
 #include "src/tokens/token_codec.h"
+#include "src/tokens/token_scan_hwy.h"
 
 namespace feedline {
 
@@ -127,10 +127,8 @@ class FlatTokenFile final : public TokenSource {
 
   uint64_t CountDocuments() const override {
     if (!eos_) return 1;
-    uint64_t docs = 1;
     // An eos as the last token ends the last document; it starts none.
-    ForEachEos(0, num_tokens_ - 1, [&docs](uint64_t) { ++docs; });
-    return docs;
+    return 1 + tokens::detail::CountToken(dtype_, file_->data(), 0, num_tokens_ - 1, *eos_);
   }
 
   void DocumentStarts(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const override {
@@ -138,8 +136,10 @@ class FlatTokenFile final : public TokenSource {
     if (begin >= end) return;
     if (begin == 0) out->push_back(0);
     // Token s starts a document when token s - 1 is an eos.
-    if (eos_)
-      ForEachEos(begin == 0 ? 0 : begin - 1, end - 1, [out](uint64_t t) { out->push_back(t + 1); });
+    if (eos_) {
+      tokens::detail::FindToken(dtype_, file_->data(), begin == 0 ? 0 : begin - 1, end - 1, *eos_,
+                                /*offset=*/1, out);
+    }
   }
 
   Status Read(uint64_t begin, uint64_t end, int64_t* out) const override {
@@ -162,46 +162,6 @@ class FlatTokenFile final : public TokenSource {
   }
 
  private:
-  // Calls f(t) for each token t in [first, last) that is the eos, in order.
-  template <typename F>
-  void ForEachEos(uint64_t first, uint64_t last, F&& f) const {
-    switch (dtype_) {
-      case TokenDType::kUInt8: return ScanEos<uint8_t>(first, last, f);
-      case TokenDType::kInt8: return ScanEos<int8_t>(first, last, f);
-      case TokenDType::kInt16: return ScanEos<int16_t>(first, last, f);
-      case TokenDType::kUInt16: return ScanEos<uint16_t>(first, last, f);
-      case TokenDType::kInt32: return ScanEos<int32_t>(first, last, f);
-      case TokenDType::kUInt32: return ScanEos<uint32_t>(first, last, f);
-      case TokenDType::kInt64: return ScanEos<int64_t>(first, last, f);
-    }
-  }
-
-  // Blocks of 64 tokens are first tested for any eos with a loop the
-  // compiler vectorises (an eos is rare: one per document), then scanned.
-  template <typename T, typename F>
-  void ScanEos(uint64_t first, uint64_t last, F& f) const {
-    const int64_t eos = *eos_;
-    // OpenFlatTokenFile refuses an eos outside the dtype.
-    FEEDLINE_CHECK(eos >= 0 && eos <= static_cast<int64_t>(std::numeric_limits<T>::max()));
-    const T e = static_cast<T>(eos);
-    const uint8_t* base = file_->data();
-    constexpr uint64_t kBlock = 64;
-    uint64_t t = first;
-    while (t < last) {
-      const uint64_t n = std::min(kBlock, last - t);
-      T block[kBlock];
-      std::memcpy(block, base + t * sizeof(T), n * sizeof(T));
-      uint32_t hits = 0;
-      for (uint64_t k = 0; k < n; ++k) hits += block[k] == e ? 1u : 0u;
-      if (hits != 0) {
-        for (uint64_t k = 0; k < n; ++k) {
-          if (block[k] == e) f(t + k);
-        }
-      }
-      t += n;
-    }
-  }
-
   std::unique_ptr<MappedFile> file_;
   TokenDType dtype_;
   std::optional<int64_t> eos_;
