@@ -166,6 +166,7 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
     loc.key = "sequence " + std::to_string(index);
 
     const tokens::detail::TokenOutputs out = index_.Get(sample);
+    PrefetchPieces(pieces);
     uint64_t j = 0;
     size_t segments = 0;
     for (const BestFitPlan::Piece& p : pieces) {
@@ -206,6 +207,22 @@ class BestFitOp final : public tokens::detail::TokenSequenceOp {
   }
 
  private:
+  // A sequence's pieces lie anywhere in the corpus (best fit packs
+  // documents from all over it), so each starts with a cache miss the
+  // hardware prefetcher cannot foresee: ask for every line of the pieces
+  // after the first before the pass starts on it.
+  void PrefetchPieces(std::span<const BestFitPlan::Piece> pieces) const {
+    for (size_t i = 1; i < pieces.size(); ++i) {
+      const BestFitPlan::Piece& p = pieces[i];
+      const size_t src = corpus_->SourceOf(p.begin);
+      if (mapped_[src] == nullptr) continue;
+      const size_t item = TokenDTypeSize(corpus_->source(src).dtype());
+      const uint8_t* begin = mapped_[src] + (p.begin - corpus_->source_offset(src)) * item;
+      const uint8_t* end = begin + (p.length + (p.ends_document ? 0 : 1)) * item;
+      for (const uint8_t* line = begin; line < end; line += 64) __builtin_prefetch(line);
+    }
+  }
+
   // The piece's fields at row offset j in the window's fused pass
   // (token_window_hwy.h) when its tokens lie in one mapped source: the
   // pass writes ids [0, read - 1) with their next id as label, and a piece
