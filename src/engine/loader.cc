@@ -3,7 +3,6 @@
 // engine itself is detail::LoaderCore (loader_core.h).
 #include "feedline/loader.h"
 
-
 #include <memory>
 #include <string>
 #include <thread>
