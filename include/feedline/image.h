@@ -100,7 +100,19 @@ enum class CropMode {
   kRandomResized,  // torchvision RandomResizedCrop(size, scale, ratio)
   kResizeCenter,   // torchvision Resize(resize_size) then CenterCrop(size)
   kResizeFull,     // torchvision Resize((height, width)): the whole image
+  // torchvision RandomCrop(size, padding, pad_if_needed, fill, padding_mode)
+  // on the decoded image, no resize: the padding fields below (v2's
+  // semantics: the user's padding and pad_if_needed's in one pad).
+  kRandomCrop,
+  kResizeRandom,  // torchvision Resize(resize_size) then RandomCrop(size), no padding
 };
+
+// How RandomCrop and Pad fill the pixels outside the image (torchvision's
+// padding_mode): kConstant writes `pad_fill`; kEdge repeats the last pixel;
+// kReflect mirrors without repeating it (1 2 3 | 2 1), kSymmetric with it
+// (1 2 3 | 3 2). A mirror wider than the image is a sample error, as in
+// torchvision's tensor path (reflect: padding >= the axis; symmetric: >).
+enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
 
 // Colour and pixel ops on the 8-bit pixels, with torchvision's semantics on
 // uint8 tensors (torchvision.transforms.functional's tensor path; docs/
@@ -130,6 +142,7 @@ enum class PixelOpKind {
   // mixture_width chains of policy ops, each on the original image, blended
   // in float32 with Dirichlet weights, then with the original by a Beta weight.
   kAugMix,
+  kVerticalFlip,  // RandomVerticalFlip(p)
 };
 
 // Sampling of the geometric ops (torchvision's grid_sample modes).
@@ -208,6 +221,7 @@ enum class PixelStepKind {
   kMixBegin,
   kMixChain,
   kMixEnd,
+  kVerticalFlip,  // rows in reverse order
 };
 // How a kAffine step's translate_x / translate_y become whole pixels of the
 // image it is applied to (W x H).
@@ -318,8 +332,15 @@ struct FEEDLINE_EXPORT ImageTransform {
   uint32_t width = 224;
   std::array<double, 2> scale = {0.08, 1.0};             // kRandomResized
   std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0};  // kRandomResized
-  uint32_t resize_size = 256;                            // kResizeCenter: shorter side
-  double hflip_prob = 0.0;                               // RandomHorizontalFlip(p)
+  uint32_t resize_size = 256;                            // kResizeCenter, kResizeRandom
+  // kRandomCrop: padding left, top, right, bottom; pad_if_needed pads both
+  // sides of an axis by what the padded image lacks of the output size;
+  // pad_fill is kConstant's value per channel.
+  std::array<uint32_t, 4> padding = {0, 0, 0, 0};
+  bool pad_if_needed = false;
+  PaddingMode padding_mode = PaddingMode::kConstant;
+  std::array<uint8_t, 3> pad_fill = {0, 0, 0};
+  double hflip_prob = 0.0;  // RandomHorizontalFlip(p)
   Interpolation interpolation = Interpolation::kBilinear;
   // Colour and pixel ops, in order, on the resampled 8-bit pixels.
   std::vector<PixelOp> pixel_ops;
@@ -359,6 +380,10 @@ struct FEEDLINE_EXPORT CropBox {
   // The part of the region mapped onto the output, relative to the region.
   double x = 0, y = 0, width = 0, height = 0;
   bool flip = false;
+  // kRandomCrop: x, y are the crop's top-left corner in the padded image,
+  // width x height the output size, and this the padding in effect (left,
+  // top, right, bottom; the transform's, widened by pad_if_needed).
+  std::array<uint32_t, 4> padding = {0, 0, 0, 0};
 };
 
 // The box torchvision would choose for an image of width x height, drawing

@@ -376,7 +376,14 @@ void RegisterLoader(py::module_& m) {
   py::enum_<CropMode>(m, "CropMode")
       .value("RANDOM_RESIZED", CropMode::kRandomResized)
       .value("RESIZE_CENTER", CropMode::kResizeCenter)
-      .value("RESIZE_FULL", CropMode::kResizeFull);
+      .value("RESIZE_FULL", CropMode::kResizeFull)
+      .value("RANDOM_CROP", CropMode::kRandomCrop)
+      .value("RESIZE_RANDOM", CropMode::kResizeRandom);
+  py::enum_<PaddingMode>(m, "PaddingMode")
+      .value("CONSTANT", PaddingMode::kConstant)
+      .value("EDGE", PaddingMode::kEdge)
+      .value("REFLECT", PaddingMode::kReflect)
+      .value("SYMMETRIC", PaddingMode::kSymmetric);
   py::enum_<ErrorPolicy>(m, "ErrorPolicy")
       .value("RAISE", ErrorPolicy::kRaise)
       .value("SKIP", ErrorPolicy::kSkip);
@@ -389,6 +396,10 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("scale", &ImageTransform::scale)
       .def_readwrite("ratio", &ImageTransform::ratio)
       .def_readwrite("resize_size", &ImageTransform::resize_size)
+      .def_readwrite("padding", &ImageTransform::padding)
+      .def_readwrite("pad_if_needed", &ImageTransform::pad_if_needed)
+      .def_readwrite("padding_mode", &ImageTransform::padding_mode)
+      .def_readwrite("pad_fill", &ImageTransform::pad_fill)
       .def_readwrite("hflip_prob", &ImageTransform::hflip_prob)
       .def_readwrite("interpolation", &ImageTransform::interpolation)
       .def_readwrite("pixel_ops", &ImageTransform::pixel_ops)

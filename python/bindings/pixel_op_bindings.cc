@@ -14,6 +14,7 @@
 #include "feedline/image.h"
 #include "feedline/status.h"
 #include "python/bindings/errors.h"
+#include "src/image/pad_crop.h"
 
 namespace py = pybind11;
 
@@ -272,7 +273,8 @@ void RegisterPixelOps(py::module_& m) {
       .value("TRIVIAL_AUGMENT_WIDE", PixelOpKind::kTrivialAugmentWide)
       .value("RAND_AUGMENT", PixelOpKind::kRandAugment)
       .value("AUTO_AUGMENT", PixelOpKind::kAutoAugment)
-      .value("AUG_MIX", PixelOpKind::kAugMix);
+      .value("AUG_MIX", PixelOpKind::kAugMix)
+      .value("VERTICAL_FLIP", PixelOpKind::kVerticalFlip);
   py::enum_<WarpInterpolation>(m, "WarpInterpolation")
       .value("NEAREST", WarpInterpolation::kNearest)
       .value("BILINEAR", WarpInterpolation::kBilinear);
@@ -334,7 +336,8 @@ void RegisterPixelOps(py::module_& m) {
       .value("AFFINE", PixelStepKind::kAffine)
       .value("MIX_BEGIN", PixelStepKind::kMixBegin)
       .value("MIX_CHAIN", PixelStepKind::kMixChain)
-      .value("MIX_END", PixelStepKind::kMixEnd);
+      .value("MIX_END", PixelStepKind::kMixEnd)
+      .value("VERTICAL_FLIP", PixelStepKind::kVerticalFlip);
   py::class_<PixelStep>(m, "PixelStep")
       .def(py::init<>())
       .def(py::init([](PixelStepKind kind, double value, uint32_t kw, uint32_t kh) {
@@ -376,6 +379,31 @@ void RegisterPixelOps(py::module_& m) {
         return Apply(Draw(ops, seed, 0, 0), image);
       },
       py::arg("ops"), py::arg("image"), py::arg("seed"));
+  // RandomCrop (t.crop RANDOM_CROP: size, padding, pad_if_needed, fill,
+  // padding_mode) on one (3, H, W) uint8 image, the crop drawn from `seed`
+  // as in a loader (ChooseCrop). Returns (image, top, left): the crop's
+  // corner in the padded image.
+  m.def(
+      "pad_crop",
+      [](const Image& image, const ImageTransform& t, uint64_t seed) {
+        const Image in = CopyChw(image);
+        if (t.crop != CropMode::kRandomCrop) {
+          ThrowIfError(InvalidArgumentError("pad_crop takes a RANDOM_CROP transform"));
+        }
+        const auto h = static_cast<uint32_t>(in.shape(1)), w = static_cast<uint32_t>(in.shape(2));
+        SampleRng rng = SampleRng::ForSample(seed, 0, 0, 0);
+        const CropBox box = ChooseCrop(t, w, h, rng);
+        image::PadCropPlan plan;
+        ThrowIfError(image::PlanPadCrop(t, box, w, h, &plan));
+        Image out({py::ssize_t{3}, py::ssize_t{t.height}, py::ssize_t{t.width}});
+        {
+          py::gil_scoped_release release;
+          image::GatherPadCrop(plan, in.data(), 0, 0, 1, w, size_t{w} * h, t.pad_fill,
+                               out.mutable_data());
+        }
+        return py::make_tuple(out, static_cast<int64_t>(box.y), static_cast<int64_t>(box.x));
+      },
+      py::arg("image"), py::arg("transform"), py::arg("seed"));
 }
 
 }  // namespace feedline::python

@@ -13,6 +13,7 @@
 #include "src/core/clock.h"
 #include "src/core/detail/fingerprint.h"
 #include "src/image/half.h"
+#include "src/image/pad_crop.h"
 
 namespace py = pybind11;
 
@@ -159,6 +160,7 @@ uint64_t ChainFingerprint(const ImageChain& c) {
   fp.Add(uint64_t(c.prefix)).Add(uint64_t(t.crop)).Add(uint64_t{t.height}).Add(uint64_t{t.width});
   fp.Add(t.scale[0]).Add(t.scale[1]).Add(t.ratio[0]).Add(t.ratio[1]).Add(uint64_t{t.resize_size});
   fp.Add(t.hflip_prob).Add(uint64_t(t.interpolation)).Add(uint64_t{t.dct_scaling});
+  image::AddPaddingFingerprint(t, fp);
   for (const SuffixStep& st : c.suffix) {
     fp.Add(uint64_t(st.kind)).Add(uint64_t(st.dtype)).Add(uint64_t{st.scale});
     for (float v : st.mean) fp.Add(double{v});

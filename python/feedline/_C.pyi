@@ -30,6 +30,14 @@ class CropMode:
     RANDOM_RESIZED: CropMode
     RESIZE_CENTER: CropMode
     RESIZE_FULL: CropMode
+    RANDOM_CROP: CropMode
+    RESIZE_RANDOM: CropMode
+
+class PaddingMode:
+    CONSTANT: PaddingMode
+    EDGE: PaddingMode
+    REFLECT: PaddingMode
+    SYMMETRIC: PaddingMode
 
 class ErrorPolicy:
     RAISE: ErrorPolicy
@@ -51,6 +59,7 @@ class PixelOpKind:
     RAND_AUGMENT: PixelOpKind
     AUTO_AUGMENT: PixelOpKind
     AUG_MIX: PixelOpKind
+    VERTICAL_FLIP: PixelOpKind
 
 class WarpInterpolation:
     NEAREST: WarpInterpolation
@@ -118,6 +127,7 @@ class PixelStepKind:
     MIX_BEGIN: PixelStepKind
     MIX_CHAIN: PixelStepKind
     MIX_END: PixelStepKind
+    VERTICAL_FLIP: PixelStepKind
 
 class PixelStep:
     """One concrete step with its drawn parameter."""
@@ -150,6 +160,9 @@ def apply_pixel_steps(steps: List[PixelStep], image: Any) -> Any:
     """A new (3, H, W) uint8 numpy array: `image` through the steps."""
 def apply_pixel_ops(ops: List[PixelOp], image: Any, seed: int) -> Any:
     """`ops` with parameters drawn from `seed`, on one (3, H, W) uint8 image."""
+
+def pad_crop(image: Any, transform: ImageTransform, seed: int) -> Tuple[Any, int, int]:
+    """RandomCrop (a RANDOM_CROP transform) on one (3, H, W) uint8 image: (image, top, left)."""
 
 class EraseOp:
     """RandomErasing as written (its rectangle still to draw)."""
@@ -220,6 +233,10 @@ class ImageTransform:
     scale: List[float]
     ratio: List[float]
     resize_size: int
+    padding: List[int]
+    pad_if_needed: bool
+    padding_mode: PaddingMode
+    pad_fill: List[int]
     hflip_prob: float
     interpolation: Interpolation
     pixel_ops: List[PixelOp]

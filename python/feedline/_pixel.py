@@ -184,6 +184,11 @@ class RandomSolarize(_RandomApply):
         super().__init__(p, threshold=float(threshold))
 
 
+class RandomVerticalFlip(_RandomApply):
+    """torchvision RandomVerticalFlip(p): the rows in reverse order."""
+    _kind = "VERTICAL_FLIP"
+
+
 class RandomAdjustSharpness(_RandomApply):
     """torchvision RandomAdjustSharpness(sharpness_factor, p)."""
     _kind = "ADJUST_SHARPNESS"
@@ -401,7 +406,8 @@ class AugMix(PixelTransform):
 
 PIXEL_CLASSES = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomInvert", "RandomPosterize", "RandomSolarize",
                  "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "GaussianBlur",
-                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "AugMix")
+                 "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "AugMix",
+                 "RandomVerticalFlip")
 
 
 def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
@@ -436,7 +442,7 @@ def from_torchvision_member(m: Any, name: str) -> Tuple[Optional[Fields], str]:
             return None, str(e)
     kinds = {"RandomGrayscale": "GRAYSCALE", "RandomInvert": "INVERT", "RandomAutocontrast": "AUTOCONTRAST",
              "RandomEqualize": "EQUALIZE", "RandomPosterize": "POSTERIZE", "RandomSolarize": "SOLARIZE",
-             "RandomAdjustSharpness": "ADJUST_SHARPNESS"}
+             "RandomAdjustSharpness": "ADJUST_SHARPNESS", "RandomVerticalFlip": "VERTICAL_FLIP"}
     f: Fields = {"kind": kinds[name], "p": float(m.p)}
     if name == "RandomPosterize":
         f["bits"] = int(m.bits)

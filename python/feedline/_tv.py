@@ -2,8 +2,9 @@
 one native ImageTransform (issue 16, item 3).
 
 A Compose is read member by member, with its parameters, and mapped onto the
-fused op's stages: one geometry (RandomResizedCrop, or Resize with an optional
-CenterCrop), an optional horizontal flip, the conversion to a tensor
+fused op's stages: one geometry (RandomResizedCrop; Resize with an optional
+CenterCrop or RandomCrop; or RandomCrop, with its padding or a Pad before it,
+on the decoded image), an optional horizontal flip, the conversion to a tensor
 (ToTensor, PILToTensor, ToImage, ToDtype / ConvertImageDtype) and an optional
 Normalize. Whatever has no native equivalent with exactly torchvision's
 semantics is named (position, repr, why) in an UnsupportedTransformError;
@@ -26,6 +27,9 @@ import torch
 from . import _C
 from ._batch import RandomErasing as _FeedlineErasing
 from ._batch import erase_from_torchvision, make_erase
+from ._geometry import NotNative, _PadCrop, apply_crop_fields, from_torchvision_crop, from_torchvision_pad
+from ._geometry import Pad as _FeedlinePad
+from ._geometry import RandomCrop as _FeedlineCrop
 from ._pixel import PIXEL_CLASSES, PixelTransform, from_torchvision_member, make_op
 
 _FLOAT_DTYPES = {torch.float32: _C.DType.float32, torch.float16: _C.DType.float16,
@@ -35,10 +39,7 @@ _INTERPOLATION = {"bilinear": _C.Interpolation.BILINEAR, "bicubic": _C.Interpola
                   2: _C.Interpolation.BILINEAR, 3: _C.Interpolation.BICUBIC}
 # torchvision members with no native op yet, and why (the rest get a generic reason).
 _NOT_NATIVE = {
-    "RandomCrop": "a crop without a resize (with its padding options): no native op yet",
-    "RandomVerticalFlip": "no native vertical flip yet",
     "Lambda": "a Python function: runs only as a Python op",
-    "Pad": "padding: no native op yet",
     "FiveCrop": "returns several crops per image: no native op",
     "TenCrop": "returns several crops per image: no native op",
 }
@@ -122,7 +123,8 @@ def _hw(size: Any) -> Tuple[int, int]:
 
 class _State:
     def __init__(self) -> None:
-        self.geometry: Optional[str] = None  # "rrc", "resize_short", "resize_exact"
+        # "rrc", "resize_short", "resize_exact", "random_crop", "resize_random"
+        self.geometry: Optional[str] = None
         self.geometry_pos = ""
         self.geometry_repr = ""
         self.size: Tuple[int, int] = (0, 0)  # output (h, w)
@@ -130,6 +132,10 @@ class _State:
         self.cropped = False
         self.scale: List[float] = [0.08, 1.0]
         self.ratio: List[float] = [3 / 4, 4 / 3]
+        self.crop_fields: Optional[dict] = None  # "random_crop": _geometry.crop_fields
+        self.pending_pad: Optional[dict] = None  # a Pad waiting for its RandomCrop
+        self.pad_pos = ""
+        self.pad_repr = ""
         self.interpolation = _C.Interpolation.BILINEAR
         self.flip_p: Optional[float] = None
         self.flip_pos = ""
@@ -150,6 +156,8 @@ def _geometry_checks(st: _State, m: Any, name: str) -> List[str]:
     why: List[str] = []
     if st.geometry is not None:
         why.append(f"a second resize or crop after position {st.geometry_pos}: the native op does one")
+    if st.pending_pad is not None:
+        why.append(f"{name} after the Pad at {st.pad_pos}: not native (a Pad is native before a RandomCrop)")
     interp, reason = _interpolation(m)
     if interp is None:
         why.append(reason)
@@ -176,6 +184,10 @@ def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
                 "the final output; not native; move RandomErasing to the end (after Normalize)"], ""
     if isinstance(m, PixelTransform) or name in PIXEL_CLASSES:
         return _pixel_member(st, pos, m, name or type(m).__name__)
+    if isinstance(m, _FeedlineCrop) or name == "RandomCrop":
+        return _crop_member(st, pos, m, _version)
+    if isinstance(m, _FeedlinePad) or name == "Pad":
+        return _pad_member(st, pos, m)
     if name is None:
         if not callable(m):
             return [f"not a transform ({type(m).__name__} is not callable)"], ""
@@ -288,6 +300,9 @@ def _pixel_member(st: _State, pos: str, m: Any, name: str) -> Tuple[List[str], s
     if why:
         return [why], ""
     if st.geometry is None:
+        if fields.get("kind") == "VERTICAL_FLIP":
+            return [f"{name} before the resize or crop: the crop would be taken from the flipped image; not "
+                    "native (move it after the resize or crop)"], ""
         return [f"{name} before the resize or crop: its statistics and neighbourhoods would be the full image's; "
                 "not native (move it after the resize)"], ""
     if st.tensor == "float":
@@ -300,6 +315,73 @@ def _pixel_member(st: _State, pos: str, m: Any, name: str) -> Tuple[List[str], s
     st.pixel_ops.append(fields)
     st.pixel_pos = st.pixel_pos or pos
     return [], f"pixel op {name} (uint8, fused after the resample)"
+
+
+def _crop_member(st: _State, pos: str, m: Any, version: int) -> Tuple[List[str], str]:
+    """RandomCrop: on the decoded image (with its padding, or a Pad's before
+    it), or after Resize(int) without padding."""
+    try:
+        fields = dict(m.fields) if isinstance(m, _FeedlineCrop) else from_torchvision_crop(m, version)
+    except (NotNative, ValueError) as e:
+        return [str(e)], ""
+    h, w = fields["size"]
+    pads = any(fields["padding"]) or fields["pad_if_needed"]
+    if st.tensor == "float":
+        return ["RandomCrop on a float tensor (after ToTensor/ToDtype): not native; put it before the conversion"], ""
+    if st.pixel_ops:
+        return [f"RandomCrop after a colour op (at {st.pixel_pos}): the op would see the uncropped image; not native; "
+                "move the op after"], ""
+    if st.geometry == "resize_short" and not st.cropped and st.pending_pad is None:
+        s = st.resize_short
+        if pads:
+            return ["RandomCrop with padding after a Resize: not native (without padding it is)"], ""
+        if h > s or w > s:
+            return [f"crop {h}x{w} is larger than the resized shorter side {s}: torchvision refuses some images; "
+                    "not native"], ""
+        st.geometry, st.size, st.cropped = "resize_random", (h, w), True
+        return [], f"crop RESIZE_RANDOM {h}x{w} of the resized image"
+    if st.geometry is not None:
+        return [f"RandomCrop after the resize or crop at {st.geometry_pos}: a second crop; not native"], ""
+    if st.pending_pad is not None:
+        if pads:
+            return [f"RandomCrop with its own padding or pad_if_needed after the Pad at {st.pad_pos} pads twice: "
+                    "not native (give the padding to one of them)"], ""
+        fields.update(st.pending_pad)
+        st.pending_pad = None
+    st.geometry, st.geometry_pos, st.geometry_repr = "random_crop", pos, _short_repr(m)
+    st.size, st.crop_fields = (h, w), fields
+    return [], (f"crop RANDOM_CROP {h}x{w} padding {fields['padding']} ({fields['padding_mode']}"
+                f"{', pad_if_needed' if fields['pad_if_needed'] else ''})")
+
+
+def _pad_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
+    """Pad: native as the padding of a RandomCrop right after it."""
+    try:
+        fields = dict(m.fields) if isinstance(m, _FeedlinePad) else from_torchvision_pad(m)
+    except (NotNative, ValueError) as e:
+        return [str(e)], ""
+    if st.geometry is not None:
+        return [f"Pad after the resize or crop at {st.geometry_pos}: not native (a Pad before a RandomCrop is)"], ""
+    if st.pending_pad is not None:
+        return [f"a second Pad (the first at {st.pad_pos}): not native"], ""
+    if st.tensor == "float":
+        return ["Pad on a float tensor (after ToTensor/ToDtype): not native; put it before the conversion"], ""
+    st.pending_pad, st.pad_pos, st.pad_repr = fields, pos, _short_repr(m)
+    return [], f"padding {fields['padding']} ({fields['padding_mode']}) of the RandomCrop after it"
+
+
+def _geometry_transform(st: _State, t: _C.ImageTransform) -> None:
+    """Sets t's crop stage from the translated geometry."""
+    if st.geometry == "random_crop":
+        assert st.crop_fields is not None
+        apply_crop_fields(t, st.crop_fields)
+        return
+    t.crop = {"rrc": _C.CropMode.RANDOM_RESIZED, "resize_short": _C.CropMode.RESIZE_CENTER,
+              "resize_exact": _C.CropMode.RESIZE_FULL, "resize_random": _C.CropMode.RESIZE_RANDOM}[st.geometry or "rrc"]
+    t.height, t.width = st.size
+    t.scale, t.ratio = st.scale, st.ratio
+    if st.geometry in ("resize_short", "resize_random"):
+        t.resize_size = st.resize_short
 
 
 def _erase_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
@@ -320,7 +402,8 @@ def _erase_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
     return [], "random erasing (on the output, after normalisation)"
 
 
-_PREFIX_MEMBERS = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip") + PIXEL_CLASSES
+_PREFIX_MEMBERS = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "Pad",
+                   "RandomHorizontalFlip") + PIXEL_CLASSES
 
 
 def _suffix_step(m: Any, last: bool) -> Optional[_C.SuffixStep]:
@@ -368,7 +451,7 @@ def _split(transform: Any, exact: bool) -> Optional[Translation]:
     st, end = _State(), 0
     native: List[Tuple[str, str, str]] = []
     for i, (pos, m) in enumerate(members):
-        if _tv_name(m)[0] not in _PREFIX_MEMBERS and not isinstance(m, PixelTransform):
+        if _tv_name(m)[0] not in _PREFIX_MEMBERS and not isinstance(m, (PixelTransform, _PadCrop)):
             break
         trial = copy.deepcopy(st)
         why, stage = _translate_member(trial, pos, m)
@@ -376,7 +459,7 @@ def _split(transform: Any, exact: bool) -> Optional[Translation]:
             break
         st, end = trial, i + 1
         native.append((pos, _short_repr(m), stage))
-    if st.geometry is None:  # a flip alone is not a prefix: decode only
+    if st.geometry is None or st.pending_pad is not None:  # a flip or Pad alone is no prefix: decode only
         st, end, native = _State(), 0, []
     start = len(members)
     steps: List[_C.SuffixStep] = []
@@ -401,12 +484,7 @@ def _split(transform: Any, exact: bool) -> Optional[Translation]:
         t.resize_size = st.resize_short
     else:
         chain.prefix = P.TRANSFORM
-        t.crop = {"rrc": _C.CropMode.RANDOM_RESIZED, "resize_short": _C.CropMode.RESIZE_CENTER,
-                  "resize_exact": _C.CropMode.RESIZE_FULL}[st.geometry]
-        t.height, t.width = st.size
-        t.scale, t.ratio = st.scale, st.ratio
-        if st.geometry == "resize_short":
-            t.resize_size = st.resize_short
+        _geometry_transform(st, t)
     t.hflip_prob = st.flip_p or 0.0
     t.interpolation = st.interpolation
     t.pixel_ops = [make_op(f) for f in st.pixel_ops]
@@ -445,12 +523,16 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
             members.append((pos, r, stage))
     whole = _short_repr(transform)
     if st.geometry is None:
-        bad.append(UnsupportedMember("-", whole, "no RandomResizedCrop or Resize: images of different sizes "
-                                     "cannot be batched natively"))
+        bad.append(UnsupportedMember("-", whole, "no RandomResizedCrop, Resize or RandomCrop: images of different "
+                                     "sizes cannot be batched natively"))
     elif st.geometry == "resize_short" and not st.cropped:
         bad.append(UnsupportedMember(st.geometry_pos, st.geometry_repr, "Resize(int) without a CenterCrop keeps each "
                                      "image's aspect ratio: sizes differ, not batchable natively; add CenterCrop "
-                                     "or give Resize((h, w))"))
+                                     "or RandomCrop, or give Resize((h, w))"))
+    if st.pending_pad is not None:
+        bad.append(UnsupportedMember(st.pad_pos, st.pad_repr, "Pad without a RandomCrop after it: not native "
+                                     "(the output size would follow each image's; a Pad before a RandomCrop "
+                                     "is native)"))
     if st.flip_p is not None and st.flip_before_geometry and st.geometry not in (None, "rrc"):
         bad.append(UnsupportedMember(st.flip_pos, st.flip_repr, "a flip before Resize/CenterCrop is not "
                                      "the same as after it (odd centre offsets): not native; move it after"))
@@ -474,12 +556,7 @@ def translate(transform: Any, strict: bool = True, *, exact: bool = False) -> Tr
             f"cannot run this torchvision transform natively ({len(bad)} problem{'s' * (len(bad) != 1)}); "
             f"{tail}:\n{lines}", bad)
     t = _C.ImageTransform()
-    t.crop = {"rrc": _C.CropMode.RANDOM_RESIZED, "resize_short": _C.CropMode.RESIZE_CENTER,
-              "resize_exact": _C.CropMode.RESIZE_FULL}[st.geometry or "rrc"]
-    t.height, t.width = st.size
-    t.scale, t.ratio = st.scale, st.ratio
-    if st.geometry == "resize_short":
-        t.resize_size = st.resize_short
+    _geometry_transform(st, t)
     t.hflip_prob = st.flip_p or 0.0
     t.interpolation = st.interpolation
     t.pixel_ops = [make_op(f) for f in st.pixel_ops]

@@ -33,6 +33,7 @@ std::string_view PixelOpName(PixelOpKind k) {
     case PixelOpKind::kRandAugment: return "RandAugment";
     case PixelOpKind::kAutoAugment: return "AutoAugment";
     case PixelOpKind::kAugMix: return "AugMix";
+    case PixelOpKind::kVerticalFlip: return "RandomVerticalFlip";
   }
   return "pixel op";
 }
@@ -182,6 +183,7 @@ void DrawPixelSteps(std::span<const PixelOp> ops, SampleRng& rng, std::vector<Pi
           case PixelOpKind::kAdjustSharpness:
             steps->push_back({PixelStepKind::kSharpness, op.factor});
             break;
+          case PixelOpKind::kVerticalFlip: steps->push_back({PixelStepKind::kVerticalFlip}); break;
           default: break;
         }
       }
@@ -326,6 +328,7 @@ class Pipeline {
         ApplyAffineStep(s, w_, h_, px_, &scratch_->bytes);
         hist_valid_ = false;
         break;
+      case PixelStepKind::kVerticalFlip: VerticalFlip(); break;
       case PixelStepKind::kMixBegin: BeginMix(static_cast<float>(s.value)); break;
       case PixelStepKind::kMixChain: StartChain(static_cast<float>(s.value)); break;
       case PixelStepKind::kMixEnd: EndMix(); break;
@@ -398,6 +401,17 @@ class Pipeline {
     for (auto& l : lut_) std::iota(l.begin(), l.end(), 0);
     identity_ = true;
     hist_valid_ = false;
+  }
+
+  // Rows in reverse order. The pending table and the histograms stay valid:
+  // moving pixels changes no value.
+  void VerticalFlip() {
+    for (int c = 0; c < 3; ++c) {
+      uint8_t* p = px_ + c * n_;
+      for (uint32_t top = 0, bottom = h_ - 1; top < bottom; ++top, --bottom) {
+        std::swap_ranges(p + size_t{top} * w_, p + size_t{top + 1} * w_, p + size_t{bottom} * w_);
+      }
+    }
   }
 
   // Per-channel histograms of the current image (the pixels through the table).

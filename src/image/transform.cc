@@ -10,6 +10,7 @@
 #include "src/image/color_ops.h"
 #include "src/image/decode_internal.h"
 #include "src/image/jpeg_decoder.h"
+#include "src/image/pad_crop.h"
 #include "src/image/png_decoder.h"
 #include "src/image/resample.h"
 #include "src/image/whole_decoders.h"
@@ -94,9 +95,11 @@ CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height, Sam
       box.height = static_cast<double>(h);
       break;
     }
-    case CropMode::kResizeCenter: {
+    case CropMode::kResizeCenter:
+    case CropMode::kResizeRandom: {
       // Resize(resize_size): the shorter side becomes resize_size, the
-      // longer int(resize_size * long / short); then CenterCrop(size).
+      // longer int(resize_size * long / short); then CenterCrop(size), or
+      // RandomCrop(size): top, then left, uniform (v2's make_params).
       double rw, rh;
       if (width <= height) {
         rw = t.resize_size;
@@ -105,7 +108,14 @@ CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height, Sam
         rh = t.resize_size;
         rw = static_cast<double>(static_cast<int64_t>(t.resize_size * W / H));
       }
-      const int64_t top = PyRound((rh - t.height) / 2.0), left = PyRound((rw - t.width) / 2.0);
+      int64_t top, left;
+      if (t.crop == CropMode::kResizeRandom) {
+        top = static_cast<int64_t>(rng.UniformInt(static_cast<uint64_t>(rh) - t.height + 1));
+        left = static_cast<int64_t>(rng.UniformInt(static_cast<uint64_t>(rw) - t.width + 1));
+      } else {
+        top = PyRound((rh - t.height) / 2.0);
+        left = PyRound((rw - t.width) / 2.0);
+      }
       const double sx = W / rw, sy = H / rh;
       box.region_width = width;
       box.region_height = height;
@@ -121,6 +131,33 @@ CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height, Sam
       box.width = W;
       box.height = H;
       break;
+    case CropMode::kRandomCrop: {
+      // v2 RandomCrop.make_params: the user's padding, widened on both
+      // sides of an axis by what the padded image lacks (pad_if_needed);
+      // then top and left uniform. A crop that does not fit draws nothing
+      // and fails in PlanPadCrop, naming the sizes.
+      std::array<uint64_t, 4> pad;
+      for (int k = 0; k < 4; ++k) pad[k] = t.padding[k];
+      uint64_t pw = width + pad[0] + pad[2], ph = height + pad[1] + pad[3];
+      if (t.pad_if_needed && ph < t.height) {
+        const uint64_t diff = t.height - ph;
+        pad[1] += diff, pad[3] += diff, ph += 2 * diff;
+      }
+      if (t.pad_if_needed && pw < t.width) {
+        const uint64_t diff = t.width - pw;
+        pad[0] += diff, pad[2] += diff, pw += 2 * diff;
+      }
+      for (int k = 0; k < 4; ++k) box.padding[k] = static_cast<uint32_t>(pad[k]);
+      box.region_width = width;
+      box.region_height = height;
+      box.width = t.width;
+      box.height = t.height;
+      if (t.height <= ph && t.width <= pw) {
+        box.y = static_cast<double>(rng.UniformInt(ph - t.height + 1));
+        box.x = static_cast<double>(rng.UniformInt(pw - t.width + 1));
+      }
+      break;
+    }
   }
   box.flip = t.hflip_prob > 0 && rng.Bernoulli(t.hflip_prob);
   return box;
@@ -169,7 +206,14 @@ Status CheckTransform(const ImageTransform& t) {
     return InvalidArgumentError("RandomResizedCrop scale must satisfy 0 < min <= max");
   }
   if (!(t.ratio[0] > 0 && t.ratio[1] > 0)) return InvalidArgumentError("ratio must be positive");
-  if (t.crop == CropMode::kResizeCenter && t.resize_size < std::max(t.height, t.width)) {
+  for (uint32_t p : t.padding) {
+    if (p > kMaxPadding) {
+      return InvalidArgumentError("RandomCrop padding " + std::to_string(p) +
+                                  " is over the limit " + std::to_string(kMaxPadding));
+    }
+  }
+  if ((t.crop == CropMode::kResizeCenter || t.crop == CropMode::kResizeRandom) &&
+      t.resize_size < std::max(t.height, t.width)) {
     return InvalidArgumentError("resize_size " + std::to_string(t.resize_size) +
                                 " is smaller than the center crop (padding is not supported)");
   }
@@ -203,7 +247,57 @@ int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
   return 8;
 }
 
-// `sample`, when given, is charged the decode scratch before it is allocated.
+// Decodes rows [y0, y1) and columns [x0, x1) of the image at scale m/8
+// (PNG: every column; the whole-image formats: everything). `sample`, when
+// given, is charged the decode scratch before it is allocated.
+Status DecodeBox(ImageFormat format, std::span<const uint8_t> bytes, const ImageTransform& t,
+                 const ImageInfo& info, int m, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                 Sample* sample, ImageState& s, RgbRegion* region) {
+  if (sample != nullptr) {
+    const uint64_t need =
+        format == ImageFormat::kJpeg  ? s.jpeg.DecodeScratchBytes(m, x0, y0, x1, y1)
+        : format == ImageFormat::kPng ? image::PngDecoder::DecodeScratchBytes(info, y0, y1)
+                                      : WholeDecoders::ScratchBytesFor(info);
+    FEEDLINE_RETURN_IF_ERROR(sample->ChargeScratch(
+        need, "decoding this " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                  " " + std::string(ImageFormatName(format)) +
+                  (info.progressive ? " (progressive)" : "")));
+  }
+  if (format == ImageFormat::kJpeg) return s.jpeg.Decode(m, x0, y0, x1, y1, region);
+  if (format == ImageFormat::kPng) return s.png.Decode(bytes, t.limits, y0, y1, region);
+  return s.whole.DecodeRegion(format, bytes, t.limits, region);
+}
+
+// The pixel ops on s.planes (t.width x t.height, CHW), the conversion into
+// `out` and RandomErasing.
+void FinishPlanes(const ImageTransform& t, SampleRng* rng, ImageState& s, void* out) {
+  s.steps.clear();
+  if (!t.pixel_ops.empty()) DrawPixelSteps(t.pixel_ops, *rng, &s.steps);
+  ApplyStepsAndConvert(s.steps, t.width, t.height, s.planes.data(), MakeOutputFormat(t),
+                       &s.pixel_scratch, out);
+  if (!t.erase_ops.empty()) EraseOutput(t, *rng, s, out);
+}
+
+// RandomCrop: the source pixels the crop reads, gathered with the padding.
+Status RunPadCrop(ImageFormat format, std::span<const uint8_t> bytes, const ImageTransform& t,
+                  const ImageInfo& info, const CropBox& box, SampleRng* rng, Sample* sample,
+                  ImageState& s, void* out) {
+  PadCropPlan plan;
+  FEEDLINE_RETURN_IF_ERROR(PlanPadCrop(t, box, info.width, info.height, &plan));
+  // A crop of fill only still decodes one pixel: the file is read and
+  // checked as for any other crop.
+  const bool fill_only = plan.x0 == plan.x1;
+  RgbRegion region;
+  FEEDLINE_RETURN_IF_ERROR(DecodeBox(format, bytes, t, info, 8, plan.x0, plan.y0,
+                                     fill_only ? 1 : plan.x1, fill_only ? 1 : plan.y1, sample, s,
+                                     &region));
+  s.planes.resize(size_t{t.width} * t.height * 3);
+  GatherPadCrop(plan, region.pixels, region.x, region.y, 3, size_t{region.width} * 3, 1, t.pad_fill,
+                s.planes.data());
+  FinishPlanes(t, rng, s, out);
+  return Status::OK();
+}
+
 Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBox* given,
            SampleRng* rng, Sample* sample, ImageState& s, void* out) {
   // Before any decoding: a missing generator is the caller's configuration.
@@ -225,6 +319,9 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
     return UnsupportedFormat(bytes);
   }
   const CropBox box = given ? *given : ChooseCrop(t, info.width, info.height, *rng);
+  if (t.crop == CropMode::kRandomCrop) {
+    return RunPadCrop(format, bytes, t, info, box, rng, sample, s, out);
+  }
 
   // Geometry at the decode scale.
   const int m = format == ImageFormat::kJpeg && t.dct_scaling ? ChooseDctScale(box, t) : 8;
@@ -244,30 +341,10 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   PlanAxis(t.interpolation, rx1 - rx0, bx, box.width * f / t.width, t.width, &s.horizontal);
   PlanAxis(t.interpolation, ry1 - ry0, by, box.height * f / t.height, t.height, &s.vertical);
 
-  const uint32_t y0 = ry0 + s.vertical.min_index, y1 = ry0 + s.vertical.max_index;
-  if (sample != nullptr) {
-    const uint64_t need = format == ImageFormat::kJpeg
-                              ? s.jpeg.DecodeScratchBytes(m, rx0 + s.horizontal.min_index, y0,
-                                                          rx0 + s.horizontal.max_index, y1)
-                          : format == ImageFormat::kPng
-                              ? image::PngDecoder::DecodeScratchBytes(info, y0, y1)
-                              : WholeDecoders::ScratchBytesFor(info);
-    FEEDLINE_RETURN_IF_ERROR(sample->ChargeScratch(
-        need, "decoding this " + std::to_string(info.width) + "x" + std::to_string(info.height) +
-                  " " + std::string(ImageFormatName(format)) +
-                  (info.progressive ? " (progressive)" : "")));
-  }
   RgbRegion region;
-  if (format == ImageFormat::kJpeg) {
-    FEEDLINE_RETURN_IF_ERROR(s.jpeg.Decode(m, rx0 + s.horizontal.min_index,
-                                           ry0 + s.vertical.min_index, rx0 + s.horizontal.max_index,
-                                           ry0 + s.vertical.max_index, &region));
-  } else if (format == ImageFormat::kPng) {
-    FEEDLINE_RETURN_IF_ERROR(s.png.Decode(bytes, t.limits, ry0 + s.vertical.min_index,
-                                          ry0 + s.vertical.max_index, &region));
-  } else {
-    FEEDLINE_RETURN_IF_ERROR(s.whole.DecodeRegion(format, bytes, t.limits, &region));
-  }
+  FEEDLINE_RETURN_IF_ERROR(DecodeBox(format, bytes, t, info, m, rx0 + s.horizontal.min_index,
+                                     ry0 + s.vertical.min_index, rx0 + s.horizontal.max_index,
+                                     ry0 + s.vertical.max_index, sample, s, &region));
   RgbSource src;
   src.pixels = region.pixels;
   src.stride = size_t{region.width} * 3;
@@ -285,11 +362,7 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
   planar.layout = Layout::kCHW;
   s.planes.resize(size_t{t.width} * t.height * 3);
   Resample(src, s.horizontal, s.vertical, box.flip, planar, &s.scratch, s.planes.data());
-  s.steps.clear();
-  DrawPixelSteps(t.pixel_ops, *rng, &s.steps);
-  ApplyStepsAndConvert(s.steps, t.width, t.height, s.planes.data(), MakeOutputFormat(t),
-                       &s.pixel_scratch, out);
-  if (!t.erase_ops.empty()) EraseOutput(t, *rng, s, out);
+  FinishPlanes(t, rng, s, out);
   return Status::OK();
 }
 
@@ -312,6 +385,7 @@ class ImageOp final : public SampleOp {
         .Add(t_.ratio[1])
         .Add(uint64_t{t_.resize_size});
     fp.Add(t_.hflip_prob).Add(uint64_t(t_.interpolation)).Add(uint64_t{t_.normalize});
+    AddPaddingFingerprint(t_, fp);
     for (int c = 0; c < 3; ++c) fp.Add(double{t_.mean[c]}).Add(double{t_.std[c]});
     fp.Add(uint64_t(t_.dtype)).Add(uint64_t(t_.layout)).Add(uint64_t{t_.dct_scaling});
     for (const PixelOp& op : t_.pixel_ops) {

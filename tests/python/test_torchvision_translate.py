@@ -253,8 +253,9 @@ def unsupported_members():
         ("RandomPerspective", lambda: T.RandomPerspective(), "no native op yet"),
         # RandomErasing is native after the tensor conversion (test_batch_augment.py); on a PIL image it is not.
         ("RandomErasing", lambda: T.RandomErasing(), "on a PIL image"),
-        ("RandomCrop", lambda: T.RandomCrop(32), "a crop without a resize"),
-        ("RandomVerticalFlip", lambda: T.RandomVerticalFlip(), "no native vertical flip"),
+        # RandomCrop, Pad and RandomVerticalFlip are native in their places (test_geometry_ops.py); not here.
+        ("RandomCrop", lambda: T.RandomCrop(32), "a second crop"),
+        ("Pad", lambda: T.Pad(2), "Pad after the resize or crop"),
         ("<lambda>", lambda: (lambda x: x), "a lambda"),
         ("Sharpen", lambda: Sharpen(), "a Python class"),
         ("Lambda", lambda: T.Lambda(lambda x: x), "a Python function"),
@@ -306,7 +307,7 @@ def test_several_unsupported_members_are_all_named():
     (lambda: T.Compose([T.Resize(256, max_size=300), T.CenterCrop(224), T.ToTensor()]), "max_size=300"),
     (lambda: T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip()]), "no ToTensor, PILToTensor or ToImage"),
     (lambda: T.Compose([T.CenterCrop(64), T.ToTensor()]), "CenterCrop without a Resize"),
-    (lambda: T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)]), "no RandomResizedCrop or Resize"),
+    (lambda: T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)]), "no RandomResizedCrop, Resize or RandomCrop"),
     (lambda: T.Compose([T.RandomResizedCrop(64), T.PILToTensor(), T.Normalize(MEAN, STD)]), "needs a float tensor"),
     (lambda: T.Compose([T.ToTensor(), T.RandomResizedCrop(64, antialias=True)]), "on a float tensor"),
     (lambda: T.Compose([T.PILToTensor(), T.RandomResizedCrop(64, antialias=False), T.ConvertImageDtype(torch.float)]),
