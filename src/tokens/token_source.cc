@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "feedline/tokens.h"
+#include "src/core/crc32c.h"
 #include "src/core/detail/endian.h"
 #include "src/tokens/mapped_file.h"
 #include "src/tokens/token_codec.h"
@@ -112,13 +113,33 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// CRC32C of kDigestSlices slices of kDigestSliceBytes spread evenly over
+// the file, the first and the last included (the whole file when it is
+// smaller): 64 KiB read at open, whatever the corpus size. A corpus
+// regenerated under the same name and size (another tokenizer, another
+// shuffle, another seed) differs in them; an edit of a few tokens between
+// the slices does not show.
+constexpr uint64_t kDigestSlices = 16;
+constexpr uint64_t kDigestSliceBytes = 4096;
+
+uint32_t SampledDigest(const uint8_t* data, uint64_t size) {
+  if (size <= kDigestSlices * kDigestSliceBytes) return core::Crc32c(data, size);
+  uint32_t crc = 0;
+  const uint64_t last = size - kDigestSliceBytes;
+  for (uint64_t i = 0; i < kDigestSlices; ++i) {
+    crc = core::Crc32cExtend(crc, data + last * i / (kDigestSlices - 1), kDigestSliceBytes);
+  }
+  return crc;
+}
+
 class FlatTokenFile final : public TokenSource {
  public:
   FlatTokenFile(std::unique_ptr<MappedFile> file, TokenDType dtype, std::optional<int64_t> eos)
       : file_(std::move(file)),
         dtype_(dtype),
         eos_(eos),
-        num_tokens_(file_->size() / TokenDTypeSize(dtype)) {}
+        num_tokens_(file_->size() / TokenDTypeSize(dtype)),
+        digest_(SampledDigest(file_->data(), file_->size())) {}
 
   Kind kind() const override { return Kind::kFlat; }
   const std::string& path() const override { return file_->path(); }
@@ -158,6 +179,7 @@ class FlatTokenFile final : public TokenSource {
     std::string s = "flat:" + BaseName(path()) + ":" + std::string(TokenDTypeName(dtype_)) + ":";
     core::detail::PutFixed64(&s, num_tokens_);
     core::detail::PutFixed64(&s, eos_ ? static_cast<uint64_t>(*eos_) : ~uint64_t{0});
+    core::detail::PutFixed64(&s, digest_);
     return core::detail::Fnv1a64(s.data(), s.size());
   }
 
@@ -166,6 +188,7 @@ class FlatTokenFile final : public TokenSource {
   TokenDType dtype_;
   std::optional<int64_t> eos_;
   uint64_t num_tokens_;
+  uint32_t digest_;  // SampledDigest of the file, for the fingerprint
 };
 
 // The largest id a token of `dtype` can hold.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -369,6 +370,36 @@ TEST_F(TokenWindowsTest, StateFromAnotherCorpusOfTheSameSizeIsRefused) {
   EXPECT_THAT(other.message(), HasSubstr("fingerprint"));
   EXPECT_FALSE((*a16)->RestoreState(state).ok());
   EXPECT_TRUE((*a)->RestoreState(state).ok());
+}
+
+// A flat file's fingerprint digests slices of its contents: a corpus
+// regenerated under the same name and size is refused; the same corpus
+// moved to another directory is not. Large enough (1 MiB) that the digest
+// reads slices, not the whole file; the files differ in one token of the
+// last slice.
+TEST_F(TokenWindowsTest, SameNameAndSizeWithOtherTokensIsRefusedAndAMovedCorpusIsNot) {
+  std::filesystem::create_directories(Path("x"));
+  std::filesystem::create_directories(Path("y"));
+  std::filesystem::create_directories(Path("z"));
+  std::vector<int64_t> tokens(1 << 19);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i % 50000);
+  WriteFlat<uint16_t>(Path("x/train.bin"), tokens);
+  WriteFlat<uint16_t>(Path("z/train.bin"), tokens);  // the same corpus elsewhere
+  tokens.back() = 7;
+  WriteFlat<uint16_t>(Path("y/train.bin"), tokens);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.num_threads = 1;
+  o.max_bytes = 64 << 20;
+  auto x = Loader::Create(*TokenWindowPipeline(Corpus({Path("x/train.bin")}), 8), o);
+  auto y = Loader::Create(*TokenWindowPipeline(Corpus({Path("y/train.bin")}), 8), o);
+  auto z = Loader::Create(*TokenWindowPipeline(Corpus({Path("z/train.bin")}), 8), o);
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+  const std::string state = (*x)->SaveState();
+  const Status other = (*y)->RestoreState(state);
+  EXPECT_FALSE(other.ok());
+  EXPECT_THAT(other.message(), HasSubstr("fingerprint"));
+  EXPECT_TRUE((*z)->RestoreState(state).ok());
 }
 
 }  // namespace
