@@ -105,6 +105,9 @@ enum class CropMode {
   // semantics: the user's padding and pad_if_needed's in one pad).
   kRandomCrop,
   kResizeRandom,  // torchvision Resize(resize_size) then RandomCrop(size), no padding
+  // torchvision CenterCrop(size) on the decoded image, no resize: zero
+  // padding where the image is smaller (F.center_crop), no random draw.
+  kCenterCrop,
 };
 
 // How RandomCrop and Pad fill the pixels outside the image (torchvision's

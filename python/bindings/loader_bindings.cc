@@ -378,7 +378,8 @@ void RegisterLoader(py::module_& m) {
       .value("RESIZE_CENTER", CropMode::kResizeCenter)
       .value("RESIZE_FULL", CropMode::kResizeFull)
       .value("RANDOM_CROP", CropMode::kRandomCrop)
-      .value("RESIZE_RANDOM", CropMode::kResizeRandom);
+      .value("RESIZE_RANDOM", CropMode::kResizeRandom)
+      .value("CENTER_CROP", CropMode::kCenterCrop);
   py::enum_<PaddingMode>(m, "PaddingMode")
       .value("CONSTANT", PaddingMode::kConstant)
       .value("EDGE", PaddingMode::kEdge)

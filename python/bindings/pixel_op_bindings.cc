@@ -380,15 +380,16 @@ void RegisterPixelOps(py::module_& m) {
       },
       py::arg("ops"), py::arg("image"), py::arg("seed"));
   // RandomCrop (t.crop RANDOM_CROP: size, padding, pad_if_needed, fill,
-  // padding_mode) on one (3, H, W) uint8 image, the crop drawn from `seed`
-  // as in a loader (ChooseCrop). Returns (image, top, left): the crop's
-  // corner in the padded image.
+  // padding_mode) or CenterCrop (CENTER_CROP) on one (3, H, W) uint8 image,
+  // the crop drawn from `seed` as in a loader (ChooseCrop). Returns (image,
+  // top, left): the crop's corner in the padded image.
   m.def(
       "pad_crop",
       [](const Image& image, const ImageTransform& t, uint64_t seed) {
         const Image in = CopyChw(image);
-        if (t.crop != CropMode::kRandomCrop) {
-          ThrowIfError(InvalidArgumentError("pad_crop takes a RANDOM_CROP transform"));
+        if (t.crop != CropMode::kRandomCrop && t.crop != CropMode::kCenterCrop) {
+          ThrowIfError(
+              InvalidArgumentError("pad_crop takes a RANDOM_CROP or CENTER_CROP transform"));
         }
         const auto h = static_cast<uint32_t>(in.shape(1)), w = static_cast<uint32_t>(in.shape(2));
         SampleRng rng = SampleRng::ForSample(seed, 0, 0, 0);
@@ -404,6 +405,49 @@ void RegisterPixelOps(py::module_& m) {
         return py::make_tuple(out, static_cast<int64_t>(box.y), static_cast<int64_t>(box.x));
       },
       py::arg("image"), py::arg("transform"), py::arg("seed"));
+  // torchvision's resized_crop on one (3, H, W) uint8 image: `box` (x, y, w,
+  // h) resized to out_height x out_width with Pillow's antialiased filters,
+  // the loader's resample (ResizedCrop).
+  m.def(
+      "resized_crop",
+      [](const Image& image, std::array<uint32_t, 4> box, uint32_t out_height, uint32_t out_width,
+         Interpolation interpolation) {
+        const Image in = CopyChw(image);
+        const auto h = static_cast<uint32_t>(in.shape(1)), w = static_cast<uint32_t>(in.shape(2));
+        Image out({py::ssize_t{3}, py::ssize_t{out_height}, py::ssize_t{out_width}});
+        Status st;
+        {
+          py::gil_scoped_release release;
+          RgbImage hwc{w, h, std::vector<uint8_t>(size_t{w} * h * 3)};
+          const uint8_t* p = in.data();
+          for (size_t i = 0, n = size_t{w} * h; i < n; ++i) {
+            for (size_t c = 0; c < 3; ++c) hwc.pixels[i * 3 + c] = p[c * n + i];
+          }
+          Result<RgbImage> r = ResizedCrop(hwc, box[0], box[1], box[2], box[3], out_width,
+                                           out_height, interpolation);
+          st = r.status();
+          if (r.ok()) {
+            uint8_t* o = out.mutable_data();
+            for (size_t i = 0, n = size_t{out_width} * out_height; i < n; ++i) {
+              for (size_t c = 0; c < 3; ++c) o[c * n + i] = r->pixels[i * 3 + c];
+            }
+          }
+        }
+        ThrowIfError(st);
+        return out;
+      },
+      py::arg("image"), py::arg("box"), py::arg("out_height"), py::arg("out_width"),
+      py::arg("interpolation"));
+  // The crop box ChooseCrop draws for a width x height image from `seed`:
+  // (x, y, w, h) of RandomResizedCrop's box, torchvision's get_params.
+  m.def(
+      "choose_crop",
+      [](const ImageTransform& t, uint32_t width, uint32_t height, uint64_t seed) {
+        SampleRng rng = SampleRng::ForSample(seed, 0, 0, 0);
+        const CropBox box = ChooseCrop(t, width, height, rng);
+        return py::make_tuple(box.region_x, box.region_y, box.region_width, box.region_height);
+      },
+      py::arg("transform"), py::arg("width"), py::arg("height"), py::arg("seed"));
 }
 
 }  // namespace feedline::python

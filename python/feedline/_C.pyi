@@ -32,6 +32,7 @@ class CropMode:
     RESIZE_FULL: CropMode
     RANDOM_CROP: CropMode
     RESIZE_RANDOM: CropMode
+    CENTER_CROP: CropMode
 
 class PaddingMode:
     CONSTANT: PaddingMode
@@ -162,7 +163,15 @@ def apply_pixel_ops(ops: List[PixelOp], image: Any, seed: int) -> Any:
     """`ops` with parameters drawn from `seed`, on one (3, H, W) uint8 image."""
 
 def pad_crop(image: Any, transform: ImageTransform, seed: int) -> Tuple[Any, int, int]:
-    """RandomCrop (a RANDOM_CROP transform) on one (3, H, W) uint8 image: (image, top, left)."""
+    """RandomCrop or CenterCrop (a RANDOM_CROP or CENTER_CROP transform) on one (3, H, W) uint8 image:
+    (image, top, left)."""
+
+def resized_crop(image: Any, box: Tuple[int, int, int, int], out_height: int, out_width: int,
+                 interpolation: Interpolation) -> Any:
+    """torchvision's resized_crop with Pillow's antialiased filters on one (3, H, W) uint8 image."""
+
+def choose_crop(transform: ImageTransform, width: int, height: int, seed: int) -> Tuple[int, int, int, int]:
+    """The (x, y, w, h) box ChooseCrop draws for a width x height image from `seed`."""
 
 class EraseOp:
     """RandomErasing as written (its rectangle still to draw)."""

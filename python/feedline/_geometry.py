@@ -184,3 +184,133 @@ class Pad(_PadCrop):
         t = _C.ImageTransform()
         apply_crop_fields(t, crop_fields(size, p, False, self.fields["pad_fill"], self.fields["padding_mode"]))
         return t
+
+
+def _size_hw(size: Any, name: str) -> Tuple[int, int]:
+    hw = (int(size),) if isinstance(size, int) else tuple(int(s) for s in size)
+    if len(hw) == 1:
+        hw = (hw[0], hw[0])
+    if len(hw) != 2 or min(hw) < 1:
+        raise ValueError(f"{name} size should be a positive int or (h, w), got {size!r}")
+    return hw[0], hw[1]
+
+
+_RESAMPLE = {"bilinear": _C.Interpolation.BILINEAR, "bicubic": _C.Interpolation.BICUBIC}
+
+
+def _resample_mode(interpolation: Any) -> str:
+    key = getattr(interpolation, "value", interpolation)
+    key = {2: "bilinear", 3: "bicubic"}.get(key, key)
+    if key not in _RESAMPLE:
+        raise ValueError(f"interpolation {getattr(interpolation, 'name', interpolation)} is not native "
+                         "(bilinear and bicubic are)")
+    return str(key)
+
+
+class _Geometry:
+    """A geometry op with torchvision's attribute names (a Compose reads
+    them as it reads torchvision's own), callable on one image."""
+
+    _args: Dict[str, Any]
+
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, img: Any) -> Any:
+        chw = _check_image(type(self).__name__, img)
+        if chw is None:  # a PIL image: RGB in, RGB out
+            import numpy as np
+            from PIL import Image
+            rgb = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)
+            return Image.fromarray(self(rgb).permute(1, 2, 0).contiguous().numpy())
+        return self.apply(chw.detach().cpu().contiguous())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._args.items())
+        return f"{type(self).__name__}({args})"
+
+
+def _resized_crop(chw: torch.Tensor, box: Tuple[int, int, int, int], out_hw: Tuple[int, int],
+                  interpolation: str) -> torch.Tensor:
+    return torch.from_numpy(_C.resized_crop(chw.numpy(), box, out_hw[0], out_hw[1], _RESAMPLE[interpolation]))
+
+
+class RandomResizedCrop(_Geometry):
+    """torchvision RandomResizedCrop(size, scale, ratio, interpolation): the
+    box from get_params' distribution, resized with Pillow's antialiased
+    filters (the loader's resample; torchvision's PIL path, and its tensor
+    path with antialias=True, within one level on average)."""
+
+    def __init__(self, size: Any, scale: Any = (0.08, 1.0), ratio: Any = (3 / 4, 4 / 3),
+                 interpolation: Any = "bilinear", antialias: bool = True) -> None:
+        self._args = {"size": size, "scale": scale, "ratio": ratio, "interpolation": interpolation}
+        self.size = _size_hw(size, "RandomResizedCrop")
+        self.scale, self.ratio = [float(v) for v in scale], [float(v) for v in ratio]
+        self.interpolation = _resample_mode(interpolation)
+        if antialias is not True:
+            raise ValueError("RandomResizedCrop: only antialias=True is native")
+        self.antialias = True
+
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
+        t = _C.ImageTransform()
+        t.crop, (t.height, t.width) = _C.CropMode.RANDOM_RESIZED, self.size
+        t.scale, t.ratio = self.scale, self.ratio
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+        box = _C.choose_crop(t, int(chw.shape[2]), int(chw.shape[1]), seed)
+        return _resized_crop(chw, box, self.size, self.interpolation)
+
+
+class Resize(_Geometry):
+    """torchvision Resize(size, interpolation): an int resizes the shorter
+    side (the longer int(size * long / short)), (h, w) both; antialiased."""
+
+    def __init__(self, size: Any, interpolation: Any = "bilinear", max_size: Any = None,
+                 antialias: bool = True) -> None:
+        self._args = {"size": size, "interpolation": interpolation}
+        if max_size is not None:
+            raise ValueError("Resize: max_size is not native")
+        if antialias is not True:
+            raise ValueError("Resize: only antialias=True is native")
+        self.size = size if isinstance(size, int) else list(size)
+        _size_hw(size, "Resize")
+        self.interpolation = _resample_mode(interpolation)
+        self.max_size, self.antialias = None, True
+
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
+        h, w = int(chw.shape[1]), int(chw.shape[2])
+        if isinstance(self.size, int) or len(self.size) == 1:
+            s = self.size if isinstance(self.size, int) else self.size[0]
+            out = (int(s * h / w), s) if w <= h else (s, int(s * w / h))
+        else:
+            out = (int(self.size[0]), int(self.size[1]))
+        return _resized_crop(chw, (0, 0, w, h), out, self.interpolation)
+
+
+class CenterCrop(_Geometry):
+    """torchvision CenterCrop(size): the centre crop, zeros around an image
+    smaller than it (F.center_crop)."""
+
+    def __init__(self, size: Any) -> None:
+        self._args = {"size": size}
+        self.size = _size_hw(size, "CenterCrop")
+
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
+        t = _C.ImageTransform()
+        t.crop, (t.height, t.width) = _C.CropMode.CENTER_CROP, self.size
+        out, _top, _left = _C.pad_crop(chw.numpy(), t, 0)
+        return torch.from_numpy(out)
+
+
+class RandomHorizontalFlip(_Geometry):
+    """torchvision RandomHorizontalFlip(p): the columns in reverse order with probability p."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        self._args = {"p": p}
+        self.p = float(p)
+
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
+        flip = bool(torch.rand(()) < self.p)
+        return chw.flip(-1).contiguous() if flip else chw.clone()
+
+
+GEOMETRY_CLASSES = (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip)

@@ -27,7 +27,14 @@ import torch
 from . import _C
 from ._batch import RandomErasing as _FeedlineErasing
 from ._batch import erase_from_torchvision, make_erase
-from ._geometry import NotNative, _PadCrop, apply_crop_fields, from_torchvision_crop, from_torchvision_pad
+from ._geometry import (
+    GEOMETRY_CLASSES,
+    NotNative,
+    _PadCrop,
+    apply_crop_fields,
+    from_torchvision_crop,
+    from_torchvision_pad,
+)
 from ._geometry import Pad as _FeedlinePad
 from ._geometry import RandomCrop as _FeedlineCrop
 from ._pixel import PIXEL_CLASSES, PixelTransform, from_torchvision_member, make_op
@@ -79,6 +86,8 @@ def _tv_name(obj: Any) -> Tuple[Optional[str], int]:
     torchvision.transforms.v2 class itself (not a user subclass); (None, 0)
     for anything else."""
     cls = type(obj)
+    if isinstance(obj, GEOMETRY_CLASSES):  # feedline's own, with torchvision v2's attributes
+        return cls.__name__, 2
     mod = cls.__module__ or ""
     if mod.startswith("torchvision.transforms.v2"):
         return cls.__name__, 2
@@ -227,10 +236,15 @@ def _translate_member(st: _State, pos: str, m: Any) -> Tuple[List[str], str]:
         if st.pixel_ops:
             return [f"CenterCrop after a colour op (at {st.pixel_pos}): the op would see the uncropped image "
                     "(contrast, autocontrast, equalize and blur depend on it); not native; move the op after"], ""
-        if st.tensor is not None and st.geometry is None:
-            return ["CenterCrop on a tensor before any resize: not native"], ""
+        if st.tensor == "float" and st.geometry is None:
+            return ["CenterCrop on a float tensor (after ToTensor/ToDtype): not native; put it before the "
+                    "conversion"], ""
         if st.geometry is None:
-            return ["CenterCrop without a Resize before it: a crop without a resize has no native op yet"], ""
+            if st.pending_pad is not None:
+                return [f"CenterCrop after the Pad at {st.pad_pos}: not native (a Pad before a RandomCrop is)"], ""
+            st.geometry, st.geometry_pos, st.geometry_repr = "center_crop", pos, _short_repr(m)
+            st.size, st.cropped = (h, w), True
+            return [], f"crop CENTER_CROP {h}x{w} of the decoded image (zeros where it is smaller)"
         if st.geometry == "resize_short" and not st.cropped:
             s = st.resize_short
             if h > s or w > s:
@@ -375,6 +389,10 @@ def _geometry_transform(st: _State, t: _C.ImageTransform) -> None:
     if st.geometry == "random_crop":
         assert st.crop_fields is not None
         apply_crop_fields(t, st.crop_fields)
+        return
+    if st.geometry == "center_crop":
+        t.crop = _C.CropMode.CENTER_CROP
+        t.height, t.width = st.size
         return
     t.crop = {"rrc": _C.CropMode.RANDOM_RESIZED, "resize_short": _C.CropMode.RESIZE_CENTER,
               "resize_exact": _C.CropMode.RESIZE_FULL, "resize_random": _C.CropMode.RESIZE_RANDOM}[st.geometry or "rrc"]

@@ -10,7 +10,9 @@ pixel ops are also callable on one uint8 (3, H, W) tensor:
 ColorJitter(brightness=(1.3, 1.3))(img); RandomErasing on a float tensor.
 RandomCrop(size, padding, pad_if_needed, fill, padding_mode) and Pad crop
 and pad the decoded image without a resize (CIFAR's RandomCrop(32, 4)), also
-callable on one image; RandomVerticalFlip is a pixel op.
+callable on one image; RandomVerticalFlip is a pixel op. RandomResizedCrop,
+Resize, CenterCrop and RandomHorizontalFlip are callable on one image too
+(the loader's resample) and may sit in a torchvision Compose.
 
 MixUp, CutMix and RandomChoice([MixUp, CutMix]) act on collated batches:
 Loader(batch_transform=...) or called on (images, labels).
@@ -26,7 +28,7 @@ import torch
 
 from . import _C
 from ._batch import IMAGE_DTYPES, CutMix, MixUp, RandomChoice, RandomErasing
-from ._geometry import Pad, RandomCrop
+from ._geometry import CenterCrop, Pad, RandomCrop, RandomHorizontalFlip, RandomResizedCrop, Resize
 from ._pixel import (
     AugMix,
     AutoAugment,
@@ -55,7 +57,8 @@ __all__ = ["random_resized_crop", "resize_center_crop", "imagenet_train", "image
            "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
            "GaussianBlur", "with_pixel_ops", "RandomErasing", "with_random_erasing", "MixUp", "CutMix",
            "RandomChoice", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment",
-           "AutoAugment", "AugMix", "RandomCrop", "Pad", "RandomVerticalFlip"]
+           "AutoAugment", "AugMix", "RandomCrop", "Pad", "RandomVerticalFlip", "RandomResizedCrop", "Resize",
+           "CenterCrop", "RandomHorizontalFlip"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -158,6 +158,21 @@ CropBox ChooseCrop(const ImageTransform& t, uint32_t width, uint32_t height, Sam
       }
       break;
     }
+    case CropMode::kCenterCrop: {
+      // F.center_crop: zeros around an image smaller than the crop (half on
+      // each side, the odd pixel right and bottom), then the corner
+      // round((padded - crop) / 2), Python's rounding.
+      const uint32_t dw = t.width > width ? t.width - width : 0;
+      const uint32_t dh = t.height > height ? t.height - height : 0;
+      box.padding = {dw / 2, dh / 2, (dw + 1) / 2, (dh + 1) / 2};
+      box.region_width = width;
+      box.region_height = height;
+      box.width = t.width;
+      box.height = t.height;
+      box.x = static_cast<double>(PyRound((W + dw - t.width) / 2.0));
+      box.y = static_cast<double>(PyRound((H + dh - t.height) / 2.0));
+      break;
+    }
   }
   box.flip = t.hflip_prob > 0 && rng.Bernoulli(t.hflip_prob);
   return box;
@@ -211,6 +226,12 @@ Status CheckTransform(const ImageTransform& t) {
       return InvalidArgumentError("RandomCrop padding " + std::to_string(p) +
                                   " is over the limit " + std::to_string(kMaxPadding));
     }
+  }
+  if (t.crop == CropMode::kCenterCrop &&
+      (t.padding != std::array<uint32_t, 4>{} || t.pad_if_needed ||
+       t.padding_mode != PaddingMode::kConstant || t.pad_fill != std::array<uint8_t, 3>{})) {
+    return InvalidArgumentError(
+        "CenterCrop pads with zeros only (no padding, pad_if_needed, mode or fill)");
   }
   if ((t.crop == CropMode::kResizeCenter || t.crop == CropMode::kResizeRandom) &&
       t.resize_size < std::max(t.height, t.width)) {
@@ -278,7 +299,8 @@ void FinishPlanes(const ImageTransform& t, SampleRng* rng, ImageState& s, void* 
   if (!t.erase_ops.empty()) EraseOutput(t, *rng, s, out);
 }
 
-// RandomCrop: the source pixels the crop reads, gathered with the padding.
+// RandomCrop and CenterCrop: the source pixels the crop reads, gathered with
+// the padding.
 Status RunPadCrop(ImageFormat format, std::span<const uint8_t> bytes, const ImageTransform& t,
                   const ImageInfo& info, const CropBox& box, SampleRng* rng, Sample* sample,
                   ImageState& s, void* out) {
@@ -319,7 +341,7 @@ Status Run(std::span<const uint8_t> bytes, const ImageTransform& t, const CropBo
     return UnsupportedFormat(bytes);
   }
   const CropBox box = given ? *given : ChooseCrop(t, info.width, info.height, *rng);
-  if (t.crop == CropMode::kRandomCrop) {
+  if (t.crop == CropMode::kRandomCrop || t.crop == CropMode::kCenterCrop) {
     return RunPadCrop(format, bytes, t, info, box, rng, sample, s, out);
   }
 

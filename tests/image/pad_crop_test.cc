@@ -159,6 +159,29 @@ TEST(RandomCropOpTest, TooLargeACropOrTooWideAMirrorIsAnErrorNamingTheSizes) {
   EXPECT_TRUE(TransformImage(png, symmetric, ChooseCrop(symmetric, 6, 4, rng), out.data()).ok());
 }
 
+TEST(CenterCropTest, PadsWithZerosAndRoundsTheCornerLikeTorchvision) {
+  const RgbImage img = testing::Noise(6, 4, 5);
+  const std::vector<uint8_t> png = EncodePng(img).value();
+  ImageTransform t = Crop(5, 9, {0, 0, 0, 0}, PaddingMode::kConstant);
+  t.crop = CropMode::kCenterCrop;
+  t.pad_fill = {0, 0, 0};
+  SampleRng rng = SampleRng::ForSample(0, 0, 0, 0);
+  CropBox box = ChooseCrop(t, 6, 4, rng);
+  // 3 columns and 1 row short: F.center_crop's [1, 0, 2, 1], corner (0, 0).
+  EXPECT_EQ(box.padding, (std::array<uint32_t, 4>{1, 0, 2, 1}));
+  EXPECT_EQ(box.x, 0);
+  EXPECT_EQ(box.y, 0);
+  std::vector<uint8_t> out(5 * 9 * 3);
+  ASSERT_TRUE(TransformImage(png, t, box, out.data()).ok());
+  EXPECT_EQ(out, PadThenCrop(img, t, box));
+  t.height = 2, t.width = 3;  // round(1.5) is 2 (half to even), round(1.0) is 1
+  box = ChooseCrop(t, 6, 4, rng);
+  EXPECT_EQ(box.x, 2);
+  EXPECT_EQ(box.y, 1);
+  t.padding_mode = PaddingMode::kEdge;  // CenterCrop pads with zeros only
+  EXPECT_EQ(TransformImage(png, t, box, out.data()).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(VerticalFlipStepTest, ReversesTheRowsOfEveryPlaneAfterTheTable) {
   const uint32_t w = 5, h = 3;
   std::vector<uint8_t> chw(w * h * 3);

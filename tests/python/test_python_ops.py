@@ -118,7 +118,8 @@ def test_members_get_a_pil_image_before_the_conversion_and_a_tensor_after(datase
 def test_a_tensor_returned_last_is_the_output_as_is(dataset):
     compose = T.Compose([T.CenterCrop(10), T.Resize((40, 30)), T.ToTensor(), lambda x: x[:2].to(torch.float64)])
     tr = translate(compose, strict=False)
-    assert tr.chain is not None and tr.chain.name == "python:CenterCrop+Resize+ToTensor+<lambda>"
+    # CenterCrop is the native prefix (a crop of the decoded image); the rest runs in Python
+    assert tr.chain is not None and tr.chain.name == "python:Resize+ToTensor+<lambda>"
     with feedline.Loader(dataset, batch_size=8, transform=compose, num_threads=2) as loader:
         x, y = next(iter(loader))
     assert x.shape == (8, 2, 40, 30) and x.dtype == torch.float64

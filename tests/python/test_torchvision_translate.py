@@ -306,7 +306,7 @@ def test_several_unsupported_members_are_all_named():
     (lambda: T.Compose([T.Resize(256), T.ToTensor()]), "Resize(int) without a CenterCrop"),
     (lambda: T.Compose([T.Resize(256, max_size=300), T.CenterCrop(224), T.ToTensor()]), "max_size=300"),
     (lambda: T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip()]), "no ToTensor, PILToTensor or ToImage"),
-    (lambda: T.Compose([T.CenterCrop(64), T.ToTensor()]), "CenterCrop without a Resize"),
+    (lambda: T.Compose([T.ToTensor(), T.CenterCrop(64)]), "CenterCrop on a float tensor"),
     (lambda: T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)]), "no RandomResizedCrop, Resize or RandomCrop"),
     (lambda: T.Compose([T.RandomResizedCrop(64), T.PILToTensor(), T.Normalize(MEAN, STD)]), "needs a float tensor"),
     (lambda: T.Compose([T.ToTensor(), T.RandomResizedCrop(64, antialias=True)]), "on a float tensor"),
