@@ -117,14 +117,13 @@ def _check_image(name: str, img: Any) -> Optional[torch.Tensor]:
     return img
 
 
-class _PadCrop:
-    """RandomCrop and Pad: the crop drawn from a seed taken from torch's
-    default generator (torch.manual_seed makes calls reproducible)."""
+class _Geometry:
+    """A geometry op with torchvision's attribute names (a Compose reads
+    them as it reads torchvision's own), callable on one image."""
 
-    fields: Fields
     _args: Dict[str, Any]
 
-    def transform_for(self, height: int, width: int) -> _C.ImageTransform:
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def __call__(self, img: Any) -> Any:
@@ -134,14 +133,27 @@ class _PadCrop:
             from PIL import Image
             rgb = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)
             return Image.fromarray(self(rgb).permute(1, 2, 0).contiguous().numpy())
-        t = self.transform_for(int(chw.shape[1]), int(chw.shape[2]))
-        seed = int(torch.randint(0, 2**62, (1,)).item())
-        out, _top, _left = _C.pad_crop(chw.detach().cpu().contiguous().numpy(), t, seed)
-        return torch.from_numpy(out)
+        return self.apply(chw.detach().cpu().contiguous())
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._args.items())
         return f"{type(self).__name__}({args})"
+
+
+class _PadCrop(_Geometry):
+    """RandomCrop and Pad: the crop drawn from a seed taken from torch's
+    default generator (torch.manual_seed makes calls reproducible)."""
+
+    fields: Fields
+
+    def transform_for(self, height: int, width: int) -> _C.ImageTransform:
+        raise NotImplementedError
+
+    def apply(self, chw: torch.Tensor) -> torch.Tensor:
+        t = self.transform_for(int(chw.shape[1]), int(chw.shape[2]))
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+        out, _top, _left = _C.pad_crop(chw.numpy(), t, seed)
+        return torch.from_numpy(out)
 
 
 class RandomCrop(_PadCrop):
@@ -154,14 +166,9 @@ class RandomCrop(_PadCrop):
                  padding_mode: str = "constant") -> None:
         self._args = {"size": size, "padding": padding, "pad_if_needed": pad_if_needed, "fill": fill,
                       "padding_mode": padding_mode}
-        hw = (int(size), int(size)) if isinstance(size, int) else tuple(int(s) for s in size)
-        if len(hw) == 1:
-            hw = (hw[0], hw[0])
-        if len(hw) != 2 or min(hw) < 1:
-            raise ValueError(f"size should be a positive int or (h, w), got {size!r}")
         mode_value(padding_mode)
-        self.fields = crop_fields((hw[0], hw[1]), parse_padding(padding), pad_if_needed, fill_values(fill),
-                                  padding_mode)
+        self.fields = crop_fields(_size_hw(size, "RandomCrop"), parse_padding(padding), pad_if_needed,
+                                  fill_values(fill), padding_mode)
 
     def transform_for(self, height: int, width: int) -> _C.ImageTransform:
         t = _C.ImageTransform()
@@ -205,29 +212,6 @@ def _resample_mode(interpolation: Any) -> str:
         raise ValueError(f"interpolation {getattr(interpolation, 'name', interpolation)} is not native "
                          "(bilinear and bicubic are)")
     return str(key)
-
-
-class _Geometry:
-    """A geometry op with torchvision's attribute names (a Compose reads
-    them as it reads torchvision's own), callable on one image."""
-
-    _args: Dict[str, Any]
-
-    def apply(self, chw: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def __call__(self, img: Any) -> Any:
-        chw = _check_image(type(self).__name__, img)
-        if chw is None:  # a PIL image: RGB in, RGB out
-            import numpy as np
-            from PIL import Image
-            rgb = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)
-            return Image.fromarray(self(rgb).permute(1, 2, 0).contiguous().numpy())
-        return self.apply(chw.detach().cpu().contiguous())
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._args.items())
-        return f"{type(self).__name__}({args})"
 
 
 def _resized_crop(chw: torch.Tensor, box: Tuple[int, int, int, int], out_hw: Tuple[int, int],
