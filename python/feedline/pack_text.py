@@ -10,20 +10,27 @@ Tokenising lives in Python because the tokenizers library is a Rust crate
 with Python bindings and no C API packaged in Debian; the format, its
 checksums and its crash safety stay in C++ (one writer, one reader).
 
-    python -m feedline.pack_text IN OUT --tokenizer tokenizer.json [--field text] [--eos-token ID|NAME]
-    feedline pack-text IN OUT --tokenizer tokenizer.json ...
+    python -m feedline.pack_text IN [IN ...] OUT --tokenizer tokenizer.json [--field text] [--eos-token ID|NAME]
+    feedline pack-text IN [IN ...] OUT --tokenizer tokenizer.json ...
+
+IN: JSONL files, plain or compressed (.gz, .bz2, .xz; .zst with the zstandard
+package), Parquet files, or directories of them (their files in name order);
+documents are written file after file, in the order given.
 """
 from __future__ import annotations
 
 import argparse
+import bz2
 import concurrent.futures
+import gzip
 import hashlib
 import json
+import lzma
 import os
 import sys
 import time
 import types
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 # The names an end-of-document token usually has, tried in this order.
 USUAL_EOS_TOKENS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
@@ -39,26 +46,64 @@ class BadRecord(ValueError):
         self.path, self.unit, self.number, self.reason = path, unit, number, reason
 
 
+# JSONL compressions read as streams (name suffix -> opener); .zst needs the zstandard package.
+_COMPRESSED: Dict[str, Callable[[str, str], Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+_PARQUET = (".parquet", ".pq")
+_JSONL = (".jsonl", ".json", ".ndjson")
+
+
+def _open_jsonl(path: str) -> Any:
+    for suffix, opener in _COMPRESSED.items():
+        if path.endswith(suffix):
+            return opener(path, "rb")
+    if path.endswith(".zst"):
+        try:
+            import zstandard  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        except ImportError as e:
+            raise RuntimeError(f"{path}: reading .zst needs the zstandard package: pip install zstandard ({e})") \
+                from None
+        import io
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+    return open(path, "rb")
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """The lines of a JSONL file, decompressed; a broken or truncated compressed stream is
+    an error naming the file and the last whole line, never a silently short input."""
+    number = 0
+    with _open_jsonl(path) as f:
+        try:
+            for raw in f:
+                number += 1
+                yield raw
+        except (OSError, EOFError, lzma.LZMAError) as e:
+            raise ValueError(f"{path}: the compressed stream is broken after line {number} "
+                             f"({type(e).__name__}: {e})") from None
+        except Exception as e:  # zstandard's ZstdError is its own class
+            if type(e).__name__ != "ZstdError":
+                raise
+            raise ValueError(f"{path}: the compressed stream is broken after line {number} ({e})") from None
+
+
 def _jsonl_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            line = raw.rstrip(b"\r\n")
-            if not line.strip():
-                yield BadRecord(path, "line", number, "empty line")
-                continue
-            try:
-                obj = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as e:
-                yield BadRecord(path, "line", number, f"not JSON ({e})")
-                continue
-            if not isinstance(obj, dict):
-                yield BadRecord(path, "line", number, f"not a JSON object ({type(obj).__name__})")
-            elif field not in obj:
-                yield BadRecord(path, "line", number, f"no field {field!r}")
-            elif not isinstance(obj[field], str):
-                yield BadRecord(path, "line", number, f"field {field!r} is {type(obj[field]).__name__}, not a string")
-            else:
-                yield obj[field]
+    for number, raw in enumerate(_lines(path), start=1):
+        line = raw.rstrip(b"\r\n")
+        if not line.strip():
+            yield BadRecord(path, "line", number, "empty line")
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as e:
+            yield BadRecord(path, "line", number, f"not JSON ({e})")
+            continue
+        if not isinstance(obj, dict):
+            yield BadRecord(path, "line", number, f"not a JSON object ({type(obj).__name__})")
+        elif field not in obj:
+            yield BadRecord(path, "line", number, f"no field {field!r}")
+        elif not isinstance(obj[field], str):
+            yield BadRecord(path, "line", number, f"field {field!r} is {type(obj[field]).__name__}, not a string")
+        else:
+            yield obj[field]
 
 
 def _parquet_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
@@ -81,11 +126,50 @@ def _parquet_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
 
 
 def read_texts(path: str, field: str = "text") -> Iterator[Union[str, BadRecord]]:
-    """The documents of a JSONL (one JSON object per line) or Parquet file, in order; a
-    record without text is yielded as a BadRecord in its place."""
-    if path.endswith(".parquet") or path.endswith(".pq"):
+    """The documents of a JSONL (one JSON object per line; .gz, .bz2, .xz or .zst
+    compressed too) or Parquet file, in order; a record without text is yielded as a
+    BadRecord in its place."""
+    if path.endswith(_PARQUET):
         return _parquet_texts(path, field)
     return _jsonl_texts(path, field)
+
+
+def input_files(inputs: Union[PathLike, Sequence[PathLike]]) -> List[str]:
+    """The files `inputs` name, in order: a file as it is; a directory's JSONL (plain or
+    compressed) and Parquet files, in name order. A directory holding none, or a path
+    that does not exist, is an error naming it."""
+    items = [inputs] if isinstance(inputs, (str, bytes, os.PathLike)) else list(inputs)
+    if not items:
+        raise ValueError("pack_text needs at least one input")
+    files: List[str] = []
+    for item in items:
+        path = os.fsdecode(os.fspath(item))
+        if os.path.isdir(path):
+            names = sorted(n for n in os.listdir(path) if _is_text_file(n) and
+                           os.path.isfile(os.path.join(path, n)))
+            if not names:
+                raise ValueError(f"{path}: a directory with no JSONL or Parquet files "
+                                 f"({', '.join(_JSONL + _PARQUET)}, compressed JSONL: .gz, .bz2, .xz, .zst)")
+            files.extend(os.path.join(path, n) for n in names)
+        elif os.path.exists(path):
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: no such file or directory")
+    return files
+
+
+def _is_text_file(name: str) -> bool:
+    base = name
+    for suffix in (*_COMPRESSED, ".zst"):
+        if base.endswith(suffix):
+            base = base[:-len(suffix)]
+            break
+    return base.endswith(_JSONL) or (base == name and name.endswith(_PARQUET))
+
+
+def _all_texts(files: Sequence[str], field: str) -> Iterator[Union[str, BadRecord]]:
+    for path in files:
+        yield from read_texts(path, field)
 
 
 def resolve_eos(tokenizer: Any, eos_token: Union[int, str, None]) -> Tuple[int, Optional[str]]:
@@ -127,13 +211,16 @@ def _chunks(texts: Iterator[Union[str, BadRecord]], size: int, skip_bad: bool,
         yield chunk
 
 
-def pack_text(input: PathLike, output: PathLike, tokenizer: PathLike, field: str = "text",
+def pack_text(input: Union[PathLike, Sequence[PathLike]], output: PathLike, tokenizer: PathLike,
+              field: str = "text",
               eos_token: Union[int, str, None] = None, num_threads: Optional[int] = None,
               shard_tokens: int = 1 << 28, batch_documents: int = 256, skip_bad: bool = False,
               progress: bool = True) -> Dict[str, Any]:
-    """Tokenises every document of ``input`` (JSONL, or Parquet by its .parquet suffix) with
-    the tokenizer.json at ``tokenizer``, appends the end-of-document token and writes feedline
-    token shards into the directory ``output`` (refused if it already holds a manifest).
+    """Tokenises every document of ``input`` (a JSONL file, plain or .gz/.bz2/.xz/.zst
+    compressed, or a Parquet file by its .parquet suffix; a directory of them; or a list of
+    those, written in order) with the tokenizer.json at ``tokenizer``, appends the
+    end-of-document token and writes feedline token shards into the directory ``output``
+    (refused if it already holds a manifest).
 
     A record that is not JSON, not an object, lacks ``field`` or holds no string raises
     BadRecord naming the file, line (row) and reason; with ``skip_bad`` it is skipped,
@@ -146,7 +233,9 @@ def pack_text(input: PathLike, output: PathLike, tokenizer: PathLike, field: str
             from None
     from . import _C
 
-    src, out, tok_path = os.fspath(input), os.fspath(output), os.fspath(tokenizer)
+    files = input_files(input)
+    src = files[0] if len(files) == 1 else f"{len(files)} input files"
+    out, tok_path = os.fspath(output), os.fspath(tokenizer)
     threads = int(num_threads) if num_threads else (os.cpu_count() or 1)
     if threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
@@ -158,11 +247,12 @@ def pack_text(input: PathLike, output: PathLike, tokenizer: PathLike, field: str
     tok = tokenizers.Tokenizer.from_str(tok_bytes.decode("utf-8"))
     eos_id, eos_text = resolve_eos(tok, eos_token)
     vocab_size = max(tok.get_vocab_size(with_added_tokens=True), eos_id + 1)
-    texts = read_texts(src, field)  # opens the file now: a missing one fails before OUT is made
+    texts = _all_texts(files, field)  # input_files checked they exist: a missing one fails before OUT is made
     tokenizer_info = {"file": os.path.basename(tok_path), "sha256": hashlib.sha256(tok_bytes).hexdigest(),
                       "eos_token": eos_id, "eos_token_text": eos_text, "add_special_tokens": False}
     skipped: List[BadRecord] = []
-    source_info: Dict[str, Any] = {"file": os.path.basename(src), "field": field}
+    source_info: Dict[str, Any] = ({"file": os.path.basename(files[0]), "field": field} if len(files) == 1 else
+                                   {"files": [os.path.basename(f) for f in files], "field": field})
 
     import numpy as np
 
@@ -241,7 +331,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         description="Tokenise JSONL or Parquet text into feedline token shards (docs/token_shards.md): "
                     "one document per line (row), the end-of-document token appended, written in input "
                     "order (identical output for any thread count), crash-safe (manifest last).")
-    p.add_argument("input", help="a .jsonl file (one JSON object per line) or a .parquet file")
+    p.add_argument("input", nargs="+",
+                   help="JSONL files (one JSON object per line; .gz, .bz2, .xz, .zst compressed too), .parquet "
+                        "files, or directories of them (in name order); written in the order given")
     p.add_argument("output", help="the dataset directory to write (must not hold a manifest.json)")
     p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
     p.add_argument("--field", default="text", help="the JSON field or Parquet column holding the text (text)")

@@ -186,3 +186,54 @@ def test_eos_is_required_when_the_tokenizer_has_none_of_the_usual(tmp_path):
         feedline.pack_text(src, tmp_path / "out", path, progress=False)
     m = feedline.pack_text(src, tmp_path / "out", path, eos_token=0, progress=False)
     assert m["tokenizer"]["eos_token"] == 0 and m["documents"] == len(SENTENCES)
+
+
+def test_several_inputs_compressed_or_in_a_directory_pack_as_their_concatenation(tmp_path, tokenizer_path):
+    """Files are read in the order given (a directory's in name order), .gz/.bz2/.xz JSONL
+    decompressed: the shards equal those of the documents in one plain file, byte for byte
+    (the manifest's source entry aside)."""
+    import bz2
+    import gzip
+    import lzma
+    docs = _documents(240)
+    parts = [docs[:70], docs[70:150], docs[150:200], docs[200:]]
+    one = _jsonl(tmp_path / "all.jsonl", docs)
+    feedline.pack_text(one, tmp_path / "one", tokenizer_path, shard_tokens=900, progress=False)
+    d = tmp_path / "parts"
+    d.mkdir()
+    for i, (part, opener, suffix) in enumerate(zip(parts, (open, gzip.open, bz2.open, lzma.open),
+                                                     ("", ".gz", ".bz2", ".xz"))):
+        with opener(d / f"part-{i}.jsonl{suffix}", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps({"text": t}) + "\n" for t in part)
+    (d / "README.md").write_text("not an input")  # skipped: not JSONL or Parquet
+    listed = [d / f"part-{i}.jsonl{s}" for i, s in enumerate(("", ".gz", ".bz2", ".xz"))]
+    for name, inputs in (("dir", d), ("list", listed)):
+        threads = 1 if name == "dir" else 3
+        m = feedline.pack_text(inputs, tmp_path / name, tokenizer_path, shard_tokens=900, num_threads=threads,
+                               progress=False)
+        assert m["documents"] == len(docs)
+        assert m["source"]["files"] == [p.name for p in listed]
+        names = sorted(os.listdir(tmp_path / "one"))
+        assert names == sorted(os.listdir(tmp_path / name)) and len(names) > 2
+        for n in names:
+            if n != "manifest.json":
+                assert (tmp_path / "one" / n).read_bytes() == (tmp_path / name / n).read_bytes(), (name, n)
+    np.testing.assert_array_equal(_all_tokens(str(tmp_path / "dir")), _expected_ids(tokenizer_path, docs)[0])
+
+
+def test_a_truncated_compressed_input_is_an_error_naming_it(tmp_path, tokenizer_path):
+    import gzip
+    src = tmp_path / "in.jsonl.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": t}) + "\n" for t in _documents(400))
+    data = src.read_bytes()
+    src.write_bytes(data[:len(data) * 2 // 3])
+    with pytest.raises(ValueError, match=r"in\.jsonl\.gz: the compressed stream is broken after line \d+"):
+        feedline.pack_text(src, tmp_path / "out", tokenizer_path, progress=False)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    with pytest.raises(FileNotFoundError, match="missing.jsonl: no such file"):
+        feedline.pack_text([src, tmp_path / "missing.jsonl"], tmp_path / "o2", tokenizer_path, progress=False)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="a directory with no JSONL or Parquet files"):
+        feedline.pack_text(empty, tmp_path / "o3", tokenizer_path, progress=False)

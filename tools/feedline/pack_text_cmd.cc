@@ -1,4 +1,4 @@
-// `feedline pack-text IN OUT --tokenizer tokenizer.json [options]`: text into
+// `feedline pack-text IN [IN ...] OUT --tokenizer tokenizer.json [options]`: text into
 // feedline token shards. Tokenising lives in the Python package
 // (feedline/pack_text.py) because the Hugging Face tokenizers library is a
 // Rust crate with Python bindings and no C API packaged in Debian; the shards
@@ -18,7 +18,7 @@ namespace feedline::cli {
 const Usage& PackTextUsage() {
   static const Usage u = {
       "pack-text",
-      {"IN OUT --tokenizer tokenizer.json [options]"},
+      {"IN [IN ...] OUT --tokenizer tokenizer.json [options]"},
       "JSONL/Parquet text into token shards (python3 -m feedline.pack_text)",
       "",
       {},
