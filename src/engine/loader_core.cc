@@ -15,6 +15,8 @@ namespace feedline {
 
 using core::NowNs;
 using detail::Bytes;
+using detail::kPairMaxIntervalNs;
+using detail::kPairWaitNs;
 using detail::kStallPollNs;
 using detail::kTunerLogLines;
 
@@ -153,6 +155,9 @@ void LoaderCore::WorkerLoop(size_t worker) {
   while (true) {
     Claim claim = CheckClaim(worker);
     while (claim == Claim::kNoInput || claim == Claim::kNoBuffer || claim == Claim::kParked) {
+      // A consumer waiting for a pair gets the batch that is complete: this
+      // worker makes no other before it wakes.
+      if (wake_pairs_ && FrontComplete(/*pair=*/false)) ready_cv_.Signal();
       const int64_t t0 = NowNs();
       work_cv_.Wait(&l);
       std::atomic<uint64_t>& idle = claim == Claim::kNoBuffer ? counters->blocked_output_ns
@@ -220,15 +225,35 @@ void LoaderCore::WorkerLoop(size_t worker) {
       e.status = std::move(out.status);
       s->errors.emplace_back(index, std::move(e));
     }
-    if (--s->remaining == 0) {
-      ++batches_completed_;
-      if (epoch == epoch_ && b == deliver_batch_) ready_cv_.Signal();
+    const bool completed = --s->remaining == 0;
+    if (completed) ++batches_completed_;
+    if (epoch == epoch_ && wake_pairs_) {
+      // The pair, or a front complete for kPairWaitNs: checked as each
+      // sample finishes (and before a worker sleeps, above).
+      if (FrontComplete(/*pair=*/true)) {
+        ready_cv_.Signal();
+      } else if (completed && b == deliver_batch_) {
+        front_complete_ns_ = NowNs();
+      } else if (FrontComplete(/*pair=*/false) && NowNs() - front_complete_ns_ >= kPairWaitNs) {
+        ready_cv_.Signal();
+      }
+    } else if (completed && epoch == epoch_ && b == deliver_batch_) {
+      ready_cv_.Signal();
     }
     if (--active_samples_ == 0 && draining_) drained_cv_.SignalAll();
   }
+  if (FrontComplete(/*pair=*/false)) ready_cv_.Signal();  // as before a sleep
   // The tuner reads live clocks only (under mu_): this one is gone from now.
   worker_clocks_[worker] = core::ThreadCpuClock();
   exited_worker_cpu_ns_ += core::ThreadCpuNs();
+}
+
+bool LoaderCore::FrontComplete(bool pair) const {
+  if (inflight_.empty()) return false;
+  const Slot& front = inflight_.front();
+  if (front.remaining != 0 || front.epoch != epoch_ || front.batch != deliver_batch_) return false;
+  if (!pair || plan_ == nullptr || front.batch + 1 >= plan_->num_batches) return true;
+  return inflight_.size() >= 2 && inflight_[1].remaining == 0;
 }
 
 bool LoaderCore::ConsumerHoldsAllBuffers() const {
@@ -310,6 +335,8 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     }
 
     const int64_t t0 = NowNs();
+    bool waited = false;
+    const bool pairs = consumer_starved_ && delivery_interval_ns_ < kPairMaxIntervalNs;
     while (true) {
       if (!stopped_.ok()) break;
       if (cancelled_.load(std::memory_order_relaxed)) {
@@ -346,11 +373,17 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
         const int64_t left = deadline_ns - NowNs();
         if (left <= 0) {
           consumer_wait_ns_ += NowNs() - t0;
+          wake_pairs_ = false;
           *timed_out = true;
           return Status::OK();
         }
         wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
       }
+      // A pair when the last batch, too, came after a wait and the ring has
+      // room for two complete batches, a third in production and those the
+      // consumer holds: no worker waits for a buffer because of the pair.
+      wake_pairs_ = pairs && buffers_out_ + 3 <= ring_depth_;
+      waited = true;
       const int64_t sleep0 = NowNs();
       if (wait_ns < 0) {
         ready_cv_.Wait(&l);
@@ -368,6 +401,24 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     }
     consumer_wait_ns_ += NowNs() - t0;
     consumer_waiting_ = false;
+    const int64_t now = NowNs();
+    if (last_delivery_ns_ != 0) {
+      const int64_t interval = now - last_delivery_ns_;
+      delivery_interval_ns_ =
+          delivery_interval_ns_ == INT64_MAX
+              ? interval
+              : delivery_interval_ns_ - delivery_interval_ns_ / 4 + interval / 4;
+    }
+    last_delivery_ns_ = now;
+    if (waited) {
+      paired_credit_ = wake_pairs_ && inflight_.size() >= 2 && inflight_[1].remaining == 0;
+      consumer_starved_ = true;
+    } else if (paired_credit_) {
+      paired_credit_ = false;  // the second of a pair: still starved
+    } else {
+      consumer_starved_ = false;
+    }
+    wake_pairs_ = false;
     if (!stopped_.ok()) return stopped_;
 
     Slot slot = std::move(inflight_.front());
@@ -503,6 +554,9 @@ void LoaderCore::Reset(uint64_t epoch, uint64_t batch) {
     DrainAndClear(&l);
     epoch_ = epoch;
     deliver_batch_ = batch;
+    consumer_starved_ = paired_credit_ = false;  // the first batch from here comes at once
+    last_delivery_ns_ = 0;
+    delivery_interval_ns_ = INT64_MAX;
     InstallPlan();
   }
   NotifyPlan();

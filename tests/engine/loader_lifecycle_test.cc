@@ -337,5 +337,44 @@ TEST(LoaderLifecycleTest, ManyEpochsWithASlowConsumerHoldAPlateau) {
   }
 }
 
+// docs/engine.md, "Wake-ups in pairs": a consumer that drains faster than
+// the workers produce sleeps until two batches are complete. Whatever the
+// scheduling, it gets the same batches in the same order as a consumer whose
+// ring is too small for pairs (ring 2), across epochs with a partial last
+// batch, at one and at three threads.
+TEST(LoaderLifecycleTest, AStarvedConsumerGetsTheSameBatchesWhenWakeUpsComeInPairs) {
+  for (uint32_t threads : {1u, 3u}) {
+    auto reference = MustCreate(MakeTestPipeline({.num_samples = 203}), Options(threads, 4, 2));
+    auto paired = MustCreate(MakeTestPipeline({.num_samples = 203}), Options(threads, 4, 6));
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      const std::vector<testing::BatchCopy> want = DrainEpoch(*reference);
+      ASSERT_EQ(want.size(), 51u);
+      EXPECT_EQ(DrainEpoch(*paired), want) << "threads " << threads << ", epoch " << epoch;
+    }
+  }
+}
+
+// A batch that is complete is not lost behind a partner that never completes:
+// with a stall in batch 30, a starved consumer still receives batches 0..29,
+// then the stall error naming the sample.
+TEST(LoaderLifecycleTest, AReadyBatchIsDeliveredBeforeAStallInTheBatchAfterIt) {
+  std::atomic<bool> block{true};
+  LoaderOptions o = Options(1, 4, 6);
+  o.shuffle = false;
+  o.stall_timeout_ms = 100;
+  auto loader =
+      MustCreate(MakeTestPipeline({.num_samples = 200, .block = &block, .block_id = 121}), o);
+  Batch b;
+  bool end = false;
+  for (uint64_t i = 0; i < 30; ++i) {
+    ASSERT_TRUE(loader->Next(&b, &end).ok()) << "batch " << i;
+    ASSERT_FALSE(end);
+    EXPECT_EQ(b.index(), i);
+  }
+  const Status st = loader->Next(&b, &end);
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st;
+  EXPECT_NE(st.message().find("sample 121"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace feedline
