@@ -230,11 +230,10 @@ void LoaderCore::WorkerLoop(size_t worker) {
     if (epoch == epoch_ && wake_pairs_) {
       // The pair, or a front complete for kPairWaitNs: checked as each
       // sample finishes (and before a worker sleeps, above).
-      if (FrontComplete(/*pair=*/true)) {
-        ready_cv_.Signal();
-      } else if (completed && b == deliver_batch_) {
-        front_complete_ns_ = NowNs();
-      } else if (FrontComplete(/*pair=*/false) && NowNs() - front_complete_ns_ >= kPairWaitNs) {
+      if (completed && b == deliver_batch_ && !FrontComplete(/*pair=*/true)) {
+        front_complete_ns_ = NowNs();  // the front alone: its partner is still coming
+      } else if (FrontComplete(/*pair=*/true) ||
+                 (FrontComplete(/*pair=*/false) && NowNs() - front_complete_ns_ >= kPairWaitNs)) {
         ready_cv_.Signal();
       }
     } else if (completed && epoch == epoch_ && b == deliver_batch_) {
