@@ -5,7 +5,11 @@
 // "none" row is the copy + conversion every row includes, so an op's own
 // cost is its row minus that one (docs/augmentations.md's cost table).
 //
-//   BM_PixelOp/<case> (the last three: the affine warp, src/image/affine.cc)
+//   BM_PixelOp/<case>/<SIMD, scalar reference> (the last three cases: the
+//     affine warp, src/image/affine.cc, whose reference is BM_Warp's; the
+//     second argument selects color_ops.cc's scalar kernels in place of
+//     color_ops_hwy.cc's for saturation, grayscale, contrast's mean,
+//     sharpness and the float32 conversion)
 //   BM_Warp/<rotate_nearest, rotate_bilinear, affine_bilinear>/<SIMD, scalar reference>
 //   BM_AugMix/<default, blend>, BM_RandomErasing/<constant, random>,
 //   BM_BatchMix/<mixup, cutmix>/<f32, bf16>
@@ -102,6 +106,7 @@ const std::vector<Case>& Cases() {
 
 void BM_PixelOp(benchmark::State& state) {
   const Case& c = Cases()[static_cast<size_t>(state.range(0))];
+  const bool reference = state.range(1) != 0;
   const std::vector<uint8_t>& src = Planes();
   std::vector<uint8_t> planes(src.size());
   std::vector<float> out(src.size());
@@ -111,14 +116,15 @@ void BM_PixelOp(benchmark::State& state) {
   image::PixelScratch scratch;
   for (auto _ : state) {
     std::memcpy(planes.data(), src.data(), src.size());
-    image::ApplyStepsAndConvert(c.steps, kSide, kSide, planes.data(), format, &scratch, out.data());
+    image::ApplyStepsAndConvert(c.steps, kSide, kSide, planes.data(), format, &scratch, out.data(),
+                                reference);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * kSide * kSide);
-  state.SetLabel(c.name);
+  state.SetLabel(std::string(c.name) + (reference ? " (scalar reference)" : " (SIMD)"));
 }
-BENCHMARK(BM_PixelOp)->DenseRange(0, 18);
+BENCHMARK(BM_PixelOp)->ArgsProduct({benchmark::CreateDenseRange(0, 18, 1), {0, 1}});
 
 // The warp alone, on the 8-bit planes: the SIMD kernel (arg 1 = 0) against
 // the scalar reference (1), for the three warp cases above.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "src/image/affine.h"
+#include "src/image/color_ops_hwy.h"
 #include "src/image/half.h"
 
 namespace feedline {
@@ -283,8 +284,15 @@ void GaussianKernel(uint32_t size, double sigma, std::vector<float>* k) {
 
 class Pipeline {
  public:
-  Pipeline(uint32_t width, uint32_t height, uint8_t* chw, PixelScratch* scratch)
-      : w_(width), h_(height), n_(size_t{width} * height), px_(chw), scratch_(scratch) {
+  // reference: the scalar kernels only (tests compare the SIMD ones with them).
+  Pipeline(uint32_t width, uint32_t height, uint8_t* chw, PixelScratch* scratch,
+           bool reference = false)
+      : w_(width),
+        h_(height),
+        n_(size_t{width} * height),
+        px_(chw),
+        scratch_(scratch),
+        reference_(reference) {
     for (auto& l : lut_) std::iota(l.begin(), l.end(), 0);
   }
 
@@ -359,6 +367,10 @@ class Pipeline {
       const uint8_t* l = lut_[c].data();
       const size_t step = chw ? 1 : 3;
       const size_t base = chw ? c * n_ : c;
+      if (!reference_ && identity_ && chw && f.dtype == DType::kFloat32) {
+        PlaneToFloat(p, n_, f.mul[c], f.add[c], static_cast<float*>(out) + base);
+        continue;
+      }
       switch (f.dtype) {
         case DType::kUInt8: {
           uint8_t* o = static_cast<uint8_t*>(out) + base;
@@ -436,7 +448,11 @@ class Pipeline {
     const uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
     const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
     uint64_t sum = 0;
-    for (size_t i = 0; i < n_; ++i) sum += Gray(lr[r[i]], lg[g[i]], lb[b[i]]);
+    if (!reference_ && identity_) {
+      sum = GraySum(r, g, b, n_);
+    } else {
+      for (size_t i = 0; i < n_; ++i) sum += Gray(lr[r[i]], lg[g[i]], lb[b[i]]);
+    }
     return static_cast<float>(static_cast<double>(sum) / static_cast<double>(n_));
   }
 
@@ -534,6 +550,12 @@ class Pipeline {
 
   void Grayscale() {
     uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    if (!reference_) {
+      Flush();
+      GrayscalePlanes(r, g, b, n_);
+      Reset();
+      return;
+    }
     const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
     for (size_t i = 0; i < n_; ++i) r[i] = g[i] = b[i] = Gray(lr[r[i]], lg[g[i]], lb[b[i]]);
     Reset();
@@ -541,6 +563,12 @@ class Pipeline {
 
   void Saturation(float ratio, float one_minus) {
     uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    if (!reference_) {
+      Flush();
+      SaturatePlanes(r, g, b, n_, ratio, one_minus);
+      Reset();
+      return;
+    }
     const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
     for (size_t i = 0; i < n_; ++i) {
       const uint8_t rv = lr[r[i]], gv = lg[g[i]], bv = lb[b[i]];
@@ -576,6 +604,10 @@ class Pipeline {
         const uint8_t* cur = src + size_t{y} * w_;
         uint8_t* o = p + size_t{y} * w_;
         const bool border_row = y == 0 || y + 1 == h_;
+        if (!border_row && !reference_) {
+          SharpenRow(cur - w_, cur, cur + w_, w_, ratio, one_minus, o);
+          continue;
+        }
         for (uint32_t x = 0; x < w_; ++x) {
           uint32_t d = cur[x];
           if (!border_row && x > 0 && x + 1 < w_) {
@@ -643,6 +675,7 @@ class Pipeline {
   const size_t n_;
   uint8_t* const px_;
   PixelScratch* const scratch_;
+  const bool reference_;
   Lut lut_;
   bool identity_ = true;
   bool hist_valid_ = false;  // hist_ describes px_ (not the table)
@@ -656,8 +689,8 @@ class Pipeline {
 
 void ApplyStepsAndConvert(std::span<const PixelStep> steps, uint32_t width, uint32_t height,
                           uint8_t* chw, const OutputFormat& format, PixelScratch* scratch,
-                          void* out) {
-  Pipeline pipe(width, height, chw, scratch);
+                          void* out, bool reference) {
+  Pipeline pipe(width, height, chw, scratch, reference);
   for (const PixelStep& s : steps) pipe.Run(s);
   pipe.Finish();
   pipe.Convert(format, out);

@@ -9,7 +9,8 @@
 // histogram pushed through the pending table (autocontrast, equalize) or in
 // one reading pass (contrast's grayscale mean). Ops that mix channels or
 // neighbours (saturation, hue, grayscale, sharpness, blur) apply the pending
-// table as they read. AugMix's blend (kMixBegin .. kMixEnd) folds the
+// table as they read (the SIMD kernels of color_ops_hwy.h write it into the
+// pixels first). AugMix's blend (kMixBegin .. kMixEnd) folds the
 // pending table into its float32 sum. The last table is applied by the output conversion
 // (normalise, dtype, layout), so a chain of table ops costs one pass.
 //
@@ -51,9 +52,11 @@ struct PixelScratch {
 // Applies `steps` to `chw` (3 planes of width * height) and writes the result
 // converted to `format` (value * mul + add for float dtypes) into `out`, an
 // image of width x height in format.layout. `chw` is clobbered.
+// `reference`: the scalar kernels only, never the SIMD ones of
+// color_ops_hwy.h (which write the same bytes; the tests compare them).
 void ApplyStepsAndConvert(std::span<const PixelStep> steps, uint32_t width, uint32_t height,
                           uint8_t* chw, const OutputFormat& format, PixelScratch* scratch,
-                          void* out);
+                          void* out, bool reference = false);
 
 }  // namespace feedline::image
 

@@ -6,13 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "feedline/image.h"
+#include "hwy/targets.h"
 #include "tests/image/test_images.h"
 
 namespace feedline {
@@ -80,6 +83,86 @@ TEST(ColorOpsTest, FusedChainEqualsOneStepAtATimeOnOddSizes) {
       image::ApplyStepsAndConvert(prefix, w, h, fused.data(), f, &scratch, out.data());
       ASSERT_EQ(out, one_by_one) << w << "x" << h << ", " << len << " steps";
     }
+  }
+}
+
+// The SIMD kernels (color_ops_hwy.h: saturation, grayscale, contrast's mean,
+// sharpness, the float32 CHW conversion) write the scalar reference's bytes
+// on every compiled target: odd sizes down to 1x1, sizes around a vector's
+// width, full-range noise and flat extremes, factors that clamp at both ends,
+// each op alone, after a table op (the flushed table) and chained, into
+// every output format.
+TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
+  using K = PixelStepKind;
+  const std::vector<std::vector<PixelStep>> lists = {
+      {{K::kSaturation, 0.0}},
+      {{K::kSaturation, 0.37}},
+      {{K::kSaturation, 1.9}},
+      {{K::kSaturation, 9.0}},
+      {{K::kGrayscale}},
+      {{K::kContrast, 0.4}},
+      {{K::kContrast, 2.7}},
+      {{K::kSharpness, 0.0}},
+      {{K::kSharpness, 0.55}},
+      {{K::kSharpness, 3.1}},
+      {{K::kBrightness, 1.3}, {K::kSaturation, 1.6}},
+      {{K::kPosterize, 3}, {K::kContrast, 1.5}},
+      {{K::kSolarize, 100}, {K::kSharpness, 1.8}},
+      {{K::kInvert}, {K::kGrayscale}},
+      {{K::kSaturation, 0.6}, {K::kContrast, 1.4}, {K::kSharpness, 2.0}, {K::kGrayscale}},
+  };
+  std::vector<OutputFormat> formats(4);
+  formats[0].dtype = DType::kFloat32;  // CHW: the SIMD conversion
+  formats[0].mul = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
+  formats[0].add = {-2.11f, -2.03f, -1.80f};
+  formats[1] = formats[0];
+  formats[1].layout = Layout::kHWC;
+  formats[2].dtype = DType::kUInt8;
+  formats[3].dtype = DType::kBFloat16;
+  std::vector<int64_t> targets;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) targets.push_back(t);
+  ASSERT_FALSE(targets.empty());
+  PixelScratch scratch;
+  for (auto [w, h] : std::vector<std::pair<uint32_t, uint32_t>>{
+           {1, 1}, {2, 3}, {3, 3}, {4, 5}, {17, 9}, {18, 4}, {33, 3}, {37, 53}, {224, 224}}) {
+    const size_t n = size_t{w} * h;
+    for (int content = 0; content < 3; ++content) {
+      std::vector<uint8_t> src(n * 3);
+      SampleRng rng = SampleRng::ForSample(w * 7919 + h, 0, 0, 0);
+      for (uint8_t& v : src) {
+        v = content == 0 ? static_cast<uint8_t>(rng.UniformInt(256)) : content == 1 ? 255 : 0;
+      }
+      for (const std::vector<PixelStep>& steps : lists) {
+        for (size_t fi = 0; fi < formats.size(); ++fi) {
+          const OutputFormat& f = formats[fi];
+          std::vector<uint8_t> px = src;
+          // The same filler past a narrower format's bytes.
+          std::vector<float> want(n * 3, -1.0f), got(n * 3);
+          image::ApplyStepsAndConvert(steps, w, h, px.data(), f, &scratch, want.data(),
+                                      /*reference=*/true);
+          for (int64_t t : targets) {
+            hwy::SetSupportedTargetsForTest(t);
+            px = src;
+            std::fill(got.begin(), got.end(), -1.0f);
+            image::ApplyStepsAndConvert(steps, w, h, px.data(), f, &scratch, got.data());
+            hwy::SetSupportedTargetsForTest(0);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << hwy::TargetName(t) << " " << w << "x" << h << ", content " << content
+                << ", format " << fi << ", first step kind " << static_cast<int>(steps[0].kind)
+                << " value " << steps[0].value;
+          }
+        }
+      }
+    }
+  }
+}
+
+// SharpenRow's rounded mean, round(s / 13) = (2 s + 13) / 26, comes from a
+// float32 quotient truncated: the same for every sum a 3x3 window can have.
+TEST(ColorOpsTest, TheFloatQuotientOfSharpnessIsTheIntegerOne) {
+  for (uint32_t s = 0; s <= 13 * 255; ++s) {
+    const float q = static_cast<float>(2 * s + 13) / 26.0f;
+    ASSERT_EQ(static_cast<uint32_t>(q), (2 * s + 13) / 26) << s;
   }
 }
 

@@ -1,0 +1,43 @@
+// Wide-SIMD kernels of the colour ops that mix channels or neighbours
+// (color_ops_hwy.cc), written once with Google Highway for every x86 level
+// and Arm NEON and chosen at the first call, like the resampler's and the
+// warp's. Each computes what the scalar reference in color_ops.cc computes,
+// in the same float32 operations in the same order (both files are compiled
+// without floating-point contraction), so every target writes the reference's
+// bytes: tests/image/color_ops_test.cc forces each target in turn and
+// compares them on odd sizes.
+//
+// The planes are 8-bit, already through any pending table (the caller
+// flushes it first); r, g and b are distinct planes of n values.
+#ifndef FEEDLINE_SRC_IMAGE_COLOR_OPS_HWY_H_
+#define FEEDLINE_SRC_IMAGE_COLOR_OPS_HWY_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace feedline::image {
+
+// adjust_saturation: each value blended with its pixel's grayscale,
+// ratio * v + one_minus * gray in float32, clamped, truncated.
+void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, float one_minus);
+
+// rgb_to_grayscale into all three planes (0.2989 r + 0.587 g + 0.114 b in
+// float32, in that order, truncated).
+void GrayscalePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n);
+
+// The sum of the truncated grayscale values of n pixels (contrast's mean).
+uint64_t GraySum(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n);
+
+// adjust_sharpness on one row that has a row above and below (w >= 3): out[x]
+// blends cur[x] with the 3x3 smoothed value (weights 1, centre 5, over 13,
+// rounded), the first and last columns with themselves. `out` is not `cur`.
+void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint32_t w, float ratio,
+                float one_minus, uint8_t* out);
+
+// out[i] = float(p[i]) * mul + add: the float32 output conversion of one
+// plane through an identity table.
+void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out);
+
+}  // namespace feedline::image
+
+#endif  // FEEDLINE_SRC_IMAGE_COLOR_OPS_HWY_H_
