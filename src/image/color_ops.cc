@@ -582,6 +582,12 @@ class Pipeline {
 
   void Hue(float shift) {
     uint8_t *r = px_, *g = px_ + n_, *b = px_ + 2 * n_;
+    if (!reference_) {
+      Flush();
+      HuePlanes(r, g, b, n_, shift);
+      Reset();
+      return;
+    }
     const uint8_t *lr = lut_[0].data(), *lg = lut_[1].data(), *lb = lut_[2].data();
     for (size_t i = 0; i < n_; ++i) {
       r[i] = lr[r[i]], g[i] = lg[g[i]], b[i] = lb[b[i]];

@@ -9,6 +9,7 @@
 #include "src/image/color_ops_hwy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
@@ -150,6 +151,103 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
   out[w - 1] = BlendOne(ratio, one_minus, cur[w - 1], cur[w - 1]);
 }
 
+// The reference's HuePixel (color_ops.cc) for the tail: the same
+// operations, written here once more so the kernel's file stands alone.
+inline void HueOne(float shift, uint8_t* r8, uint8_t* g8, uint8_t* b8) {
+  const float r = static_cast<float>(*r8) / 255.0f, g = static_cast<float>(*g8) / 255.0f,
+              b = static_cast<float>(*b8) / 255.0f;
+  const float maxc = std::max({r, g, b}), minc = std::min({r, g, b});
+  const bool eqc = maxc == minc;
+  const float cr = maxc - minc;
+  const float s = cr / (eqc ? 1.0f : maxc);
+  const float crd = eqc ? 1.0f : cr;
+  const float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
+  const float hr = maxc == r ? bc - gc : 0.0f;
+  const float hg = (maxc == g && maxc != r) ? (2.0f + rc) - bc : 0.0f;
+  const float hb = (maxc != g && maxc != r) ? (4.0f + gc) - rc : 0.0f;
+  float h = std::fmod((hr + hg + hb) / 6.0f + 1.0f, 1.0f);
+  h = std::fmod(h + shift, 1.0f);
+  if (h < 0) h += 1.0f;
+  const float v = maxc;
+  const float i_f = std::floor(h * 6.0f);
+  const float f = h * 6.0f - i_f;
+  int i = static_cast<int>(i_f) % 6;
+  if (i < 0) i += 6;
+  const float p = std::clamp(v * (1.0f - s), 0.0f, 1.0f);
+  const float q = std::clamp(v * (1.0f - s * f), 0.0f, 1.0f);
+  const float t = std::clamp(v * (1.0f - s * (1.0f - f)), 0.0f, 1.0f);
+  const float ro[6] = {v, q, p, p, t, v}, go[6] = {t, v, v, q, p, p}, bo[6] = {p, p, t, v, v, q};
+  *r8 = static_cast<uint8_t>(ro[i] * 255.999f);
+  *g8 = static_cast<uint8_t>(go[i] * 255.999f);
+  *b8 = static_cast<uint8_t>(bo[i] * 255.999f);
+}
+
+// x * 255.999 truncated to 8 bits (x in [0, 1]).
+HWY_INLINE void StoreUnit(VF x, uint8_t* p) {
+  const DF df;
+  hn::StoreU(hn::DemoteTo(DU8(), hn::ConvertTo(DI(), hn::Mul(x, hn::Set(df, 255.999f)))), DU8(), p);
+}
+
+void HuePlanes(uint8_t* r8, uint8_t* g8, uint8_t* b8, size_t n, float shift) {
+  const DF df;
+  const DI di;
+  const size_t lanes = hn::Lanes(df);
+  const VF zero = hn::Zero(df), one = hn::Set(df, 1.0f), two = hn::Set(df, 2.0f);
+  const VF four = hn::Set(df, 4.0f), six = hn::Set(df, 6.0f), k255 = hn::Set(df, 255.0f);
+  const VF vshift = hn::Set(df, shift);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const VF r = hn::Div(LoadFloats(r8 + i), k255), g = hn::Div(LoadFloats(g8 + i), k255),
+             b = hn::Div(LoadFloats(b8 + i), k255);
+    const VF maxc = hn::Max(hn::Max(r, g), b), minc = hn::Min(hn::Min(r, g), b);
+    const auto eqc = hn::Eq(maxc, minc);
+    const VF cr = hn::Sub(maxc, minc);
+    const VF s = hn::Div(cr, hn::IfThenElse(eqc, one, maxc));
+    const VF crd = hn::IfThenElse(eqc, one, cr);
+    const VF rc = hn::Div(hn::Sub(maxc, r), crd), gc = hn::Div(hn::Sub(maxc, g), crd),
+             bc = hn::Div(hn::Sub(maxc, b), crd);
+    const auto is_r = hn::Eq(maxc, r), is_g = hn::Eq(maxc, g);
+    const VF hr = hn::IfThenElseZero(is_r, hn::Sub(bc, gc));
+    const VF hg = hn::IfThenElseZero(hn::AndNot(is_r, is_g), hn::Sub(hn::Add(two, rc), bc));
+    const VF hb = hn::IfThenZeroElse(hn::Or(is_r, is_g), hn::Sub(hn::Add(four, gc), rc));
+    // fmod(x, 1) is x - trunc(x), exactly, for |x| < 2^23; the first x is
+    // positive (floor = trunc).
+    VF h = hn::Add(hn::Div(hn::Add(hn::Add(hr, hg), hb), six), one);
+    h = hn::Sub(h, hn::Trunc(h));
+    h = hn::Add(h, vshift);
+    h = hn::Sub(h, hn::Trunc(h));
+    h = hn::IfThenElse(hn::Lt(h, zero), hn::Add(h, one), h);
+    const VF v = maxc;
+    const VF h6 = hn::Mul(h, six);
+    const VF i_f = hn::Floor(h6);
+    const VF f = hn::Sub(h6, i_f);
+    VI sector = hn::ConvertTo(di, i_f);  // 0..6 (h may round up to 1)
+    sector = hn::IfThenZeroElse(hn::Eq(sector, hn::Set(di, 6)), sector);
+    const VF p = hn::Min(hn::Max(hn::Mul(v, hn::Sub(one, s)), zero), one);
+    const VF q = hn::Min(hn::Max(hn::Mul(v, hn::Sub(one, hn::Mul(s, f))), zero), one);
+    const VF t = hn::Min(hn::Max(hn::Mul(v, hn::Sub(one, hn::Mul(s, hn::Sub(one, f)))), zero), one);
+    const auto s0 = hn::RebindMask(df, hn::Eq(sector, hn::Zero(di)));
+    const auto s1 = hn::RebindMask(df, hn::Eq(sector, hn::Set(di, 1)));
+    const auto s2 = hn::RebindMask(df, hn::Eq(sector, hn::Set(di, 2)));
+    const auto s3 = hn::RebindMask(df, hn::Eq(sector, hn::Set(di, 3)));
+    const auto s4 = hn::RebindMask(df, hn::Eq(sector, hn::Set(di, 4)));
+    // Sector:      0  1  2  3  4  5
+    //   red:       v  q  p  p  t  v
+    //   green:     t  v  v  q  p  p
+    //   blue:      p  p  t  v  v  q
+    const VF ro =
+        hn::IfThenElse(s1, q, hn::IfThenElse(hn::Or(s2, s3), p, hn::IfThenElse(s4, t, v)));
+    const VF go =
+        hn::IfThenElse(s0, t, hn::IfThenElse(hn::Or(s1, s2), v, hn::IfThenElse(s3, q, p)));
+    const VF bo = hn::IfThenElse(hn::Or(s0, s1), p,
+                                 hn::IfThenElse(s2, t, hn::IfThenElse(hn::Or(s3, s4), v, q)));
+    StoreUnit(ro, r8 + i);
+    StoreUnit(go, g8 + i);
+    StoreUnit(bo, b8 + i);
+  }
+  for (; i < n; ++i) HueOne(shift, r8 + i, g8 + i, b8 + i);
+}
+
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
@@ -171,6 +269,7 @@ HWY_EXPORT(SaturatePlanes);
 HWY_EXPORT(GrayscalePlanes);
 HWY_EXPORT(GraySum);
 HWY_EXPORT(SharpenRow);
+HWY_EXPORT(HuePlanes);
 HWY_EXPORT(PlaneToFloat);
 
 void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, float one_minus) {
@@ -188,6 +287,10 @@ uint64_t GraySum(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n)
 void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint32_t w, float ratio,
                 float one_minus, uint8_t* out) {
   HWY_DYNAMIC_DISPATCH(SharpenRow)(up, cur, down, w, ratio, one_minus, out);
+}
+
+void HuePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float shift) {
+  HWY_DYNAMIC_DISPATCH(HuePlanes)(r, g, b, n, shift);
 }
 
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {

@@ -34,6 +34,10 @@ uint64_t GraySum(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n)
 void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint32_t w, float ratio,
                 float one_minus, uint8_t* out);
 
+// adjust_hue by `shift` (in [-0.5, 0.5]): torchvision's _rgb2hsv, the
+// shift modulo 1 and _hsv2rgb in float32, then * 255.999 truncated.
+void HuePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float shift);
+
 // out[i] = float(p[i]) * mul + add: the float32 output conversion of one
 // plane through an identity table.
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out);

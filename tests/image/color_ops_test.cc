@@ -87,11 +87,10 @@ TEST(ColorOpsTest, FusedChainEqualsOneStepAtATimeOnOddSizes) {
 }
 
 // The SIMD kernels (color_ops_hwy.h: saturation, grayscale, contrast's mean,
-// sharpness, the float32 CHW conversion) write the scalar reference's bytes
+// sharpness, hue, the float32 CHW conversion) write the scalar reference's bytes
 // on every compiled target: odd sizes down to 1x1, sizes around a vector's
-// width, full-range noise and flat extremes, factors that clamp at both ends,
-// each op alone, after a table op (the flushed table) and chained, into
-// every output format.
+// width, full-range noise, flat extremes and three-level images (ties), factors that clamp at both
+// ends, each op alone, after a table op (the flushed table) and chained, into every output format.
 TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
   using K = PixelStepKind;
   const std::vector<std::vector<PixelStep>> lists = {
@@ -110,6 +109,12 @@ TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
       {{K::kSolarize, 100}, {K::kSharpness, 1.8}},
       {{K::kInvert}, {K::kGrayscale}},
       {{K::kSaturation, 0.6}, {K::kContrast, 1.4}, {K::kSharpness, 2.0}, {K::kGrayscale}},
+      {{K::kHue, -0.5}},
+      {{K::kHue, -0.07}},
+      {{K::kHue, 0.13}},
+      {{K::kHue, 0.5}},
+      {{K::kBrightness, 0.8}, {K::kHue, 0.31}},
+      {{K::kBrightness, 1.2}, {K::kContrast, 0.8}, {K::kSaturation, 1.3}, {K::kHue, -0.2}},
   };
   std::vector<OutputFormat> formats(4);
   formats[0].dtype = DType::kFloat32;  // CHW: the SIMD conversion
@@ -126,11 +131,16 @@ TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
   for (auto [w, h] : std::vector<std::pair<uint32_t, uint32_t>>{
            {1, 1}, {2, 3}, {3, 3}, {4, 5}, {17, 9}, {18, 4}, {33, 3}, {37, 53}, {224, 224}}) {
     const size_t n = size_t{w} * h;
-    for (int content = 0; content < 3; ++content) {
+    // Noise, flat white, flat black, and three levels (ties between
+    // channels: hue's max-channel branches and grey pixels).
+    for (int content = 0; content < 4; ++content) {
       std::vector<uint8_t> src(n * 3);
       SampleRng rng = SampleRng::ForSample(w * 7919 + h, 0, 0, 0);
       for (uint8_t& v : src) {
-        v = content == 0 ? static_cast<uint8_t>(rng.UniformInt(256)) : content == 1 ? 255 : 0;
+        v = content == 0   ? static_cast<uint8_t>(rng.UniformInt(256))
+            : content == 1 ? 255
+            : content == 2 ? 0
+                           : static_cast<uint8_t>(127 * rng.UniformInt(3));
       }
       for (const std::vector<PixelStep>& steps : lists) {
         for (size_t fi = 0; fi < formats.size(); ++fi) {
