@@ -644,14 +644,23 @@ class Pipeline {
     f.resize(n_ + 2 * size_t{w_} + 2 * static_cast<size_t>(rx) + 1);
     float* rowbuf = f.data() + n_;                               // one padded source row
     float* acc = rowbuf + w_ + 2 * static_cast<size_t>(rx) + 1;  // one output row's sums
+    std::vector<const float*> rows;  // the SIMD vertical pass: each tap's row
     for (int c = 0; c < 3; ++c) {
       uint8_t* p = px_ + c * n_;
       for (int32_t y = 0; y < h; ++y) {
         const uint8_t* src = p + static_cast<size_t>(y) * w_;
+        float* o = f.data() + static_cast<size_t>(y) * w_;
+        if (!reference_) {
+          // The same sums with the SIMD passes; Reflect only at the edges.
+          for (int32_t x = -rx; x < 0; ++x) rowbuf[x + rx] = src[Reflect(x, w)];
+          WidenRow(src, w_, rowbuf + rx);
+          for (int32_t x = w; x < w + rx; ++x) rowbuf[x + rx] = src[Reflect(x, w)];
+          BlurRow(rowbuf, kx.data(), kx.size(), w_, o);
+          continue;
+        }
         for (int32_t x = -rx; x < w + rx; ++x) {
           rowbuf[x + rx] = static_cast<float>(src[Reflect(x, w)]);
         }
-        float* o = f.data() + static_cast<size_t>(y) * w_;
         std::fill(o, o + w_, 0.0f);
         for (int32_t k = 0; k <= 2 * rx; ++k) {
           const float wk = kx[k];
@@ -663,6 +672,14 @@ class Pipeline {
       // compiler), summing the taps in the same order as per pixel.
       for (int32_t y = 0; y < h; ++y) {
         uint8_t* o = p + static_cast<size_t>(y) * w_;
+        if (!reference_) {
+          rows.clear();
+          for (int32_t k = 0; k <= 2 * ry; ++k) {
+            rows.push_back(f.data() + static_cast<size_t>(Reflect(y + k - ry, h)) * w_);
+          }
+          BlurColumns(rows.data(), ky.data(), ky.size(), w_, o);
+          continue;
+        }
         std::fill(acc, acc + w_, 0.0f);
         for (int32_t k = 0; k <= 2 * ry; ++k) {
           const float* row = f.data() + static_cast<size_t>(Reflect(y + k - ry, h)) * w_;

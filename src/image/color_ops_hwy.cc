@@ -248,6 +248,53 @@ void HuePlanes(uint8_t* r8, uint8_t* g8, uint8_t* b8, size_t n, float shift) {
   for (; i < n; ++i) HueOne(shift, r8 + i, g8 + i, b8 + i);
 }
 
+void WidenRow(const uint8_t* src, uint32_t w, float* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  size_t x = 0;
+  for (; x + lanes <= w; x += lanes) hn::StoreU(LoadFloats(src + x), df, out + x);
+  for (; x < w; ++x) out[x] = static_cast<float>(src[x]);
+}
+
+void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  size_t x = 0;
+  for (; x + lanes <= w; x += lanes) {
+    VF acc = hn::Zero(df);
+    for (uint32_t t = 0; t < taps; ++t) {
+      acc = hn::Add(acc, hn::Mul(hn::Set(df, k[t]), hn::LoadU(df, in + x + t)));
+    }
+    hn::StoreU(acc, df, out + x);
+  }
+  for (; x < w; ++x) {
+    float acc = 0.0f;
+    for (uint32_t t = 0; t < taps; ++t) acc += k[t] * in[x + t];
+    out[x] = acc;
+  }
+}
+
+void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w,
+                 uint8_t* out) {
+  const DF df;
+  const DI di;
+  const size_t lanes = hn::Lanes(df);
+  size_t x = 0;
+  for (; x + lanes <= w; x += lanes) {
+    VF acc = hn::Zero(df);
+    for (uint32_t t = 0; t < taps; ++t) {
+      acc = hn::Add(acc, hn::Mul(hn::Set(df, k[t]), hn::LoadU(df, rows[t] + x)));
+    }
+    const VI v = hn::Min(hn::Max(hn::NearestInt(acc), hn::Zero(di)), hn::Set(di, 255));
+    hn::StoreU(hn::DemoteTo(DU8(), v), DU8(), out + x);
+  }
+  for (; x < w; ++x) {
+    float acc = 0.0f;
+    for (uint32_t t = 0; t < taps; ++t) acc += k[t] * rows[t][x];
+    out[x] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc), 0.0f, 255.0f));
+  }
+}
+
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
@@ -270,6 +317,9 @@ HWY_EXPORT(GrayscalePlanes);
 HWY_EXPORT(GraySum);
 HWY_EXPORT(SharpenRow);
 HWY_EXPORT(HuePlanes);
+HWY_EXPORT(WidenRow);
+HWY_EXPORT(BlurRow);
+HWY_EXPORT(BlurColumns);
 HWY_EXPORT(PlaneToFloat);
 
 void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, float one_minus) {
@@ -291,6 +341,19 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
 
 void HuePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float shift) {
   HWY_DYNAMIC_DISPATCH(HuePlanes)(r, g, b, n, shift);
+}
+
+void WidenRow(const uint8_t* src, uint32_t w, float* out) {
+  HWY_DYNAMIC_DISPATCH(WidenRow)(src, w, out);
+}
+
+void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* out) {
+  HWY_DYNAMIC_DISPATCH(BlurRow)(in, k, taps, w, out);
+}
+
+void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w,
+                 uint8_t* out) {
+  HWY_DYNAMIC_DISPATCH(BlurColumns)(rows, k, taps, w, out);
 }
 
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {

@@ -38,6 +38,15 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
 // shift modulo 1 and _hsv2rgb in float32, then * 255.999 truncated.
 void HuePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float shift);
 
+// gaussian_blur's passes (the float32 sums in the reference's tap order):
+// out[x] = float(src[x]) for x < w;
+void WidenRow(const uint8_t* src, uint32_t w, float* out);
+// out[x] = sum over t < taps of k[t] * in[x + t], summed from t = 0 (in
+// holds w + taps - 1 values);
+void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* out);
+// out[x] = clamp(round-half-even(sum over t < taps of k[t] * rows[t][x]), 0, 255).
+void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w, uint8_t* out);
+
 // out[i] = float(p[i]) * mul + add: the float32 output conversion of one
 // plane through an identity table.
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out);

@@ -87,7 +87,7 @@ TEST(ColorOpsTest, FusedChainEqualsOneStepAtATimeOnOddSizes) {
 }
 
 // The SIMD kernels (color_ops_hwy.h: saturation, grayscale, contrast's mean,
-// sharpness, hue, the float32 CHW conversion) write the scalar reference's bytes
+// sharpness, hue, the blur's passes, the float32 CHW conversion) write the scalar reference's bytes
 // on every compiled target: odd sizes down to 1x1, sizes around a vector's
 // width, full-range noise, flat extremes and three-level images (ties), factors that clamp at both
 // ends, each op alone, after a table op (the flushed table) and chained, into every output format.
@@ -109,6 +109,10 @@ TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
       {{K::kSolarize, 100}, {K::kSharpness, 1.8}},
       {{K::kInvert}, {K::kGrayscale}},
       {{K::kSaturation, 0.6}, {K::kContrast, 1.4}, {K::kSharpness, 2.0}, {K::kGrayscale}},
+      {{K::kGaussianBlur, 0.6, 3, 3}},
+      {{K::kGaussianBlur, 1.7, 5, 9}},
+      {{K::kGaussianBlur, 4.0, 23, 23}},
+      {{K::kPosterize, 4}, {K::kGaussianBlur, 1.1, 7, 1}},
       {{K::kHue, -0.5}},
       {{K::kHue, -0.07}},
       {{K::kHue, 0.13}},
