@@ -430,9 +430,21 @@ class Pipeline {
   std::array<std::array<uint64_t, 256>, 3> Histograms() {
     if (!hist_valid_) {
       for (int c = 0; c < 3; ++c) {
-        hist_[c].fill(0);
+        // Four partial histograms: runs of one value (flat regions) do
+        // not wait on the previous increment of the same counter.
+        std::array<std::array<uint32_t, 256>, 4> part{};
         const uint8_t* p = px_ + c * n_;
-        for (size_t i = 0; i < n_; ++i) ++hist_[c][p[i]];
+        size_t i = 0;
+        for (; i + 4 <= n_; i += 4) {
+          ++part[0][p[i]];
+          ++part[1][p[i + 1]];
+          ++part[2][p[i + 2]];
+          ++part[3][p[i + 3]];
+        }
+        for (; i < n_; ++i) ++part[0][p[i]];
+        for (int v = 0; v < 256; ++v) {
+          hist_[c][v] = uint64_t{part[0][v]} + part[1][v] + part[2][v] + part[3][v];
+        }
       }
       hist_valid_ = true;
     }
