@@ -13,6 +13,7 @@
 
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "src/image/color_ops_pixel.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace feedline::image {
@@ -25,19 +26,10 @@ using DU8 = hn::Rebind<uint8_t, DF>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 
-// The scalar helpers below are the reference's (color_ops.cc), for the
-// tails shorter than a vector.
-inline uint8_t BlendOne(float ratio, float one_minus, float a, float b) {
-  const float v = ratio * a + one_minus * b;
-  return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
-}
-
-inline uint8_t GrayOne(uint8_t r, uint8_t g, uint8_t b) {
-  const float a = 0.2989f * static_cast<float>(r);
-  const float c = 0.587f * static_cast<float>(g);
-  const float d = 0.114f * static_cast<float>(b);
-  return static_cast<uint8_t>(std::clamp((a + c) + d, 0.0f, 255.0f));
-}
+// The tails shorter than a vector: the reference's own per-pixel code.
+using detail::Blend;
+using detail::Gray;
+using detail::HuePixel;
 
 HWY_INLINE VI LoadBytes(const uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
 
@@ -77,10 +69,10 @@ void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, f
     StoreTruncated(Blend(vr, vo, fb, gray), b + i);
   }
   for (; i < n; ++i) {
-    const auto gray = static_cast<float>(GrayOne(r[i], g[i], b[i]));
-    r[i] = BlendOne(ratio, one_minus, r[i], gray);
-    g[i] = BlendOne(ratio, one_minus, g[i], gray);
-    b[i] = BlendOne(ratio, one_minus, b[i], gray);
+    const auto gray = static_cast<float>(Gray(r[i], g[i], b[i]));
+    r[i] = Blend(ratio, one_minus, r[i], gray);
+    g[i] = Blend(ratio, one_minus, g[i], gray);
+    b[i] = Blend(ratio, one_minus, b[i], gray);
   }
 }
 
@@ -94,7 +86,7 @@ void GrayscalePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n) {
     StoreTruncated(gray, g + i);
     StoreTruncated(gray, b + i);
   }
-  for (; i < n; ++i) r[i] = g[i] = b[i] = GrayOne(r[i], g[i], b[i]);
+  for (; i < n; ++i) r[i] = g[i] = b[i] = Gray(r[i], g[i], b[i]);
 }
 
 uint64_t GraySum(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n) {
@@ -114,7 +106,7 @@ uint64_t GraySum(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n)
     }
     sum += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, acc)));
   }
-  for (; i < n; ++i) sum += GrayOne(r[i], g[i], b[i]);
+  for (; i < n; ++i) sum += Gray(r[i], g[i], b[i]);
   return sum;
 }
 
@@ -126,7 +118,7 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
   const VF vr = hn::Set(df, ratio), vo = hn::Set(df, one_minus);
   const VI thirteen = hn::Set(di, 13);
   const VF twenty_six = hn::Set(df, 26.0f);
-  out[0] = BlendOne(ratio, one_minus, cur[0], cur[0]);
+  out[0] = Blend(ratio, one_minus, cur[0], cur[0]);
   size_t x = 1;
   for (; x + lanes <= size_t{w} - 1; x += lanes) {
     const VI c = LoadBytes(cur + x);
@@ -146,40 +138,9 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
     const uint32_t s = up[x - 1] + up[x] + up[x + 1] + cur[x - 1] + 5u * cur[x] + cur[x + 1] +
                        down[x - 1] + down[x] + down[x + 1];
     const uint32_t d = (2 * s + 13) / 26;  // round(s / 13), in integers
-    out[x] = BlendOne(ratio, one_minus, cur[x], static_cast<float>(d));
+    out[x] = Blend(ratio, one_minus, cur[x], static_cast<float>(d));
   }
-  out[w - 1] = BlendOne(ratio, one_minus, cur[w - 1], cur[w - 1]);
-}
-
-// The reference's HuePixel (color_ops.cc) for the tail: the same
-// operations, written here once more so the kernel's file stands alone.
-inline void HueOne(float shift, uint8_t* r8, uint8_t* g8, uint8_t* b8) {
-  const float r = static_cast<float>(*r8) / 255.0f, g = static_cast<float>(*g8) / 255.0f,
-              b = static_cast<float>(*b8) / 255.0f;
-  const float maxc = std::max({r, g, b}), minc = std::min({r, g, b});
-  const bool eqc = maxc == minc;
-  const float cr = maxc - minc;
-  const float s = cr / (eqc ? 1.0f : maxc);
-  const float crd = eqc ? 1.0f : cr;
-  const float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
-  const float hr = maxc == r ? bc - gc : 0.0f;
-  const float hg = (maxc == g && maxc != r) ? (2.0f + rc) - bc : 0.0f;
-  const float hb = (maxc != g && maxc != r) ? (4.0f + gc) - rc : 0.0f;
-  float h = std::fmod((hr + hg + hb) / 6.0f + 1.0f, 1.0f);
-  h = std::fmod(h + shift, 1.0f);
-  if (h < 0) h += 1.0f;
-  const float v = maxc;
-  const float i_f = std::floor(h * 6.0f);
-  const float f = h * 6.0f - i_f;
-  int i = static_cast<int>(i_f) % 6;
-  if (i < 0) i += 6;
-  const float p = std::clamp(v * (1.0f - s), 0.0f, 1.0f);
-  const float q = std::clamp(v * (1.0f - s * f), 0.0f, 1.0f);
-  const float t = std::clamp(v * (1.0f - s * (1.0f - f)), 0.0f, 1.0f);
-  const float ro[6] = {v, q, p, p, t, v}, go[6] = {t, v, v, q, p, p}, bo[6] = {p, p, t, v, v, q};
-  *r8 = static_cast<uint8_t>(ro[i] * 255.999f);
-  *g8 = static_cast<uint8_t>(go[i] * 255.999f);
-  *b8 = static_cast<uint8_t>(bo[i] * 255.999f);
+  out[w - 1] = Blend(ratio, one_minus, cur[w - 1], cur[w - 1]);
 }
 
 // x * 255.999 truncated to 8 bits (x in [0, 1]).
@@ -245,7 +206,7 @@ void HuePlanes(uint8_t* r8, uint8_t* g8, uint8_t* b8, size_t n, float shift) {
     StoreUnit(go, g8 + i);
     StoreUnit(bo, b8 + i);
   }
-  for (; i < n; ++i) HueOne(shift, r8 + i, g8 + i, b8 + i);
+  for (; i < n; ++i) HuePixel(shift, r8 + i, g8 + i, b8 + i);
 }
 
 void WidenRow(const uint8_t* src, uint32_t w, float* out) {
@@ -256,22 +217,32 @@ void WidenRow(const uint8_t* src, uint32_t w, float* out) {
   for (; x < w; ++x) out[x] = static_cast<float>(src[x]);
 }
 
+// The sum over t < taps of k[t] * row(t)[x + lane], from t = 0: the
+// reference's order; and the same for one x.
+template <class RowOf>
+HWY_INLINE VF SumTaps(const float* k, uint32_t taps, size_t x, RowOf row) {
+  const DF df;
+  VF acc = hn::Zero(df);
+  for (uint32_t t = 0; t < taps; ++t) {
+    acc = hn::Add(acc, hn::Mul(hn::Set(df, k[t]), hn::LoadU(df, row(t) + x)));
+  }
+  return acc;
+}
+
+template <class RowOf>
+HWY_INLINE float SumTapsOne(const float* k, uint32_t taps, size_t x, RowOf row) {
+  float acc = 0.0f;
+  for (uint32_t t = 0; t < taps; ++t) acc += k[t] * row(t)[x];
+  return acc;
+}
+
 void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* out) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
+  const auto row = [in](uint32_t t) { return in + t; };
   size_t x = 0;
-  for (; x + lanes <= w; x += lanes) {
-    VF acc = hn::Zero(df);
-    for (uint32_t t = 0; t < taps; ++t) {
-      acc = hn::Add(acc, hn::Mul(hn::Set(df, k[t]), hn::LoadU(df, in + x + t)));
-    }
-    hn::StoreU(acc, df, out + x);
-  }
-  for (; x < w; ++x) {
-    float acc = 0.0f;
-    for (uint32_t t = 0; t < taps; ++t) acc += k[t] * in[x + t];
-    out[x] = acc;
-  }
+  for (; x + lanes <= w; x += lanes) hn::StoreU(SumTaps(k, taps, x, row), df, out + x);
+  for (; x < w; ++x) out[x] = SumTapsOne(k, taps, x, row);
 }
 
 void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w,
@@ -279,18 +250,15 @@ void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32
   const DF df;
   const DI di;
   const size_t lanes = hn::Lanes(df);
+  const auto row = [rows](uint32_t t) { return rows[t]; };
   size_t x = 0;
   for (; x + lanes <= w; x += lanes) {
-    VF acc = hn::Zero(df);
-    for (uint32_t t = 0; t < taps; ++t) {
-      acc = hn::Add(acc, hn::Mul(hn::Set(df, k[t]), hn::LoadU(df, rows[t] + x)));
-    }
-    const VI v = hn::Min(hn::Max(hn::NearestInt(acc), hn::Zero(di)), hn::Set(di, 255));
-    hn::StoreU(hn::DemoteTo(DU8(), v), DU8(), out + x);
+    const VI v = hn::NearestInt(SumTaps(k, taps, x, row));
+    hn::StoreU(hn::DemoteTo(DU8(), hn::Min(hn::Max(v, hn::Zero(di)), hn::Set(di, 255))), DU8(),
+               out + x);
   }
   for (; x < w; ++x) {
-    float acc = 0.0f;
-    for (uint32_t t = 0; t < taps; ++t) acc += k[t] * rows[t][x];
+    const float acc = SumTapsOne(k, taps, x, row);
     out[x] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc), 0.0f, 255.0f));
   }
 }
