@@ -62,19 +62,40 @@ std::string Field(const uint8_t* p, size_t n) {
   return std::string(reinterpret_cast<const char*>(p), len);
 }
 
-// The value of "path=" in a PAX extended header ("<len> key=value\n"...).
-std::string PaxPath(const std::string& data) {
+// The value of the last "path=" record in a PAX extended header, a run of
+// "<len> <key>=<value>\n" records where <len> counts the whole record in
+// decimal. Returns false with *why set for a record that breaks that form:
+// each record is checked in time linear in its length, and a length that
+// points backwards or past the header is an error, never a loop.
+bool PaxPath(const std::string& data, std::string* path, std::string* why) {
+  path->clear();
   size_t pos = 0;
   while (pos < data.size()) {
-    const size_t space = data.find(' ', pos);
-    if (space == std::string::npos) break;
-    const size_t len = std::strtoul(data.c_str() + pos, nullptr, 10);
-    if (len == 0 || pos + len > data.size()) break;
-    const std::string record = data.substr(space + 1, pos + len - space - 2);  // drop '\n'
-    if (record.rfind("path=", 0) == 0) return record.substr(5);
-    pos += len;
+    const size_t start = pos;
+    size_t len = 0, i = pos;
+    for (; i < data.size() && data[i] >= '0' && data[i] <= '9' && i - pos < 8; ++i) {
+      len = len * 10 + static_cast<size_t>(data[i] - '0');
+    }
+    auto fail = [&](const std::string& reason) {
+      *why = "malformed PAX record at byte " + std::to_string(start) +
+             " of the extended header: " + reason;
+      return false;
+    };
+    if (i == pos) return fail("no decimal length");
+    if (i >= data.size() || data[i] != ' ') return fail("no space after the length");
+    if (len <= i - pos + 1) return fail("length " + std::to_string(len) + " is too short");
+    if (len > data.size() - pos)
+      return fail("length " + std::to_string(len) + " is outside the header (" +
+                  std::to_string(data.size() - pos) + " bytes left)");
+    const size_t end = pos + len;  // one past the record's '\n'
+    if (data[end - 1] != '\n') return fail("the record does not end in a newline");
+    const size_t key = i + 1;
+    const size_t eq = data.find('=', key);
+    if (eq == std::string::npos || eq >= end - 1) return fail("no '=' in the record");
+    if (data.compare(key, eq - key, "path") == 0) path->assign(data, eq + 1, end - 1 - (eq + 1));
+    pos = end;
   }
-  return "";
+  return true;
 }
 
 struct Member {
@@ -150,8 +171,12 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
           return read_text.WithContext("tar '" + path + "' member header at offset " +
                                        std::to_string(pos));
         }
-        long_name = type == 'L' ? Field(reinterpret_cast<const uint8_t*>(text.data()), text.size())
-                                : PaxPath(text);
+        if (type == 'L') {
+          long_name = Field(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+        } else {
+          std::string why;
+          if (!PaxPath(text, &long_name, &why)) return bad(pos, why);
+        }
       } else if (type == '0' || type == '\0' || type == '7') {  // regular file
         if (!long_name.empty()) name = long_name;
         members.push_back({name, data, member_size, pos});

@@ -115,6 +115,50 @@ TEST(TarDialectTest, EveryHeaderDialectIndexes) {
   }
 }
 
+// A PAX extended header is a run of "<len> <key>=<value>\n" records. A
+// record that breaks that form is an error naming the tar, the header and
+// the record, found in time linear in the header: a length that points
+// backwards ("-1") once looped forever (a fuzzer find).
+TEST_F(TarDatasetTest, AMalformedPaxHeaderIsAnErrorNamingTheRecord) {
+  const std::map<std::string, std::string> want = {
+      {"1-1 x", "byte 0 of the extended header: no space after the length"},
+      {"-1 path=x\n", "byte 0 of the extended header: no decimal length"},
+      {"18 path=a/b/c.png\n99 path=x\n", "byte 18 of the extended header: length 99 is outside"},
+      {"18 path=a/b/c.png\n12", "byte 18 of the extended header: no space after the length"},
+      {"2 path=x\n", "byte 0 of the extended header: length 2 is too short"},
+      {"17 path=a/b.png\nX", "byte 0 of the extended header: the record does not end in a"},
+      {"13 pathxxxxx\n", "byte 0 of the extended header: no '=' in the record"},
+      {"999999999 path=x\n", "byte 0 of the extended header: no space after the length"},
+  };
+  for (const auto& [text, reason] : want) {
+    testing::TarWriter w;
+    const size_t header = w.Add("PaxHeader", text, 'x') - 512;
+    w.Add("k/s0.png", "not really a png");
+    const std::string path = (dir_ / "pax.tar").string();
+    const std::string tar = w.Finish();
+    std::ofstream(path, std::ios::binary)
+        .write(tar.data(), static_cast<std::streamsize>(tar.size()));
+    auto ds = TarDataset::Open({path});
+    ASSERT_FALSE(ds.ok()) << text;
+    EXPECT_EQ(ds.status().code(), StatusCode::kDataLoss) << ds.status();
+    ExpectParts(ds.status(),
+                {"tar '" + path + "'", "member header at offset " + std::to_string(header),
+                 "malformed PAX record at " + reason});
+  }
+  // Well-formed: the last path record wins; other keys and a value with
+  // spaces and '=' in it are kept whole.
+  testing::TarWriter w;
+  w.Add("PaxHeader", "12 path=x/y\n21 mtime=1.5 a=b c=d\n20 path=k/s 1=2.png\n", 'x');
+  w.Add("ignored.png", "bytes");
+  const std::string path = (dir_ / "pax_ok.tar").string();
+  const std::string tar = w.Finish();
+  std::ofstream(path, std::ios::binary).write(tar.data(), static_cast<std::streamsize>(tar.size()));
+  auto ds = TarDataset::Open({path}, TarOptions{});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->num_samples(), 1u);
+  EXPECT_EQ((*ds)->sample(0).key, "k/s 1=2");
+}
+
 TEST_F(TarDatasetTest, EioInAnImageMemberNamesTheTarSampleKeyAndOffset) {
   testing::Faults faults;
   faults.eio_at_offset = image_offset_[3] + 200;
