@@ -37,8 +37,17 @@ HWY_INLINE void Scan(const uint8_t* ids, uint64_t first, uint64_t last, U value,
     const auto m23 =
         hn::Or(hn::Eq(hn::LoadU(d, p + t + 2 * n), e), hn::Eq(hn::LoadU(d, p + t + 3 * n), e));
     if (HWY_LIKELY(hn::AllFalse(d, hn::Or(m01, m23)))) continue;
-    for (uint64_t k = t; k < t + 4 * n; ++k) {
-      if (LoadId<U>(ids + k * sizeof(U)) == value) hit(k);
+    // A block with an eos: its lanes' bits, one vector at a time, each set
+    // bit a hit (no scalar pass over the block's 4 * n ids).
+    for (uint64_t v = 0; v < 4; ++v) {
+      const uint64_t at = t + v * n;
+      uint8_t bits[(HWY_MAX_BYTES / sizeof(U) + 7) / 8 + 8] = {};
+      hn::StoreMaskBits(d, hn::Eq(hn::LoadU(d, p + at), e), bits);
+      for (size_t byte = 0; byte * 8 < n; ++byte) {
+        for (unsigned b = bits[byte]; b != 0; b &= b - 1) {
+          hit(at + byte * 8 + static_cast<uint64_t>(__builtin_ctz(b)));
+        }
+      }
     }
   }
   for (; t < last; ++t) {

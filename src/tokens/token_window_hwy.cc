@@ -44,6 +44,20 @@ HWY_INLINE T LoadId(const T* p) {
   return v;
 }
 
+// Token i of a segment starting at a, every field; false for a negative id.
+template <typename T>
+HWY_INLINE bool Single(const T* ids, uint64_t i, uint64_t a, int64_t* HWY_RESTRICT input_ids,
+                       int64_t* HWY_RESTRICT labels, int64_t* HWY_RESTRICT position_ids,
+                       int64_t* HWY_RESTRICT document_ids, int64_t document) {
+  const auto in = static_cast<int64_t>(LoadId(ids + i));
+  const auto next = static_cast<int64_t>(LoadId(ids + i + 1));
+  input_ids[i] = in;
+  labels[i] = next;
+  if (position_ids != nullptr) position_ids[i] = static_cast<int64_t>(i - a);
+  if (document_ids != nullptr) document_ids[i] = document;
+  return in >= 0 && next >= 0;
+}
+
 template <typename T>
 bool Segment(const T* ids, uint64_t a, uint64_t b, int64_t* HWY_RESTRICT input_ids,
              int64_t* HWY_RESTRICT labels, int64_t* HWY_RESTRICT position_ids,
@@ -56,6 +70,16 @@ bool Segment(const T* ids, uint64_t a, uint64_t b, int64_t* HWY_RESTRICT input_i
   auto sign = hn::Zero(d64);  // the or of every int32 id: negative iff one is
   constexpr bool kSigned = std::is_signed_v<T>;
   uint64_t i = a;
+  // A segment starts anywhere in the row (a document start): single ids
+  // first, up to the next vector boundary of the outputs, so that no
+  // vector store straddles two cache lines (with 64-byte vectors every
+  // unaligned store would).
+  const uintptr_t vector_bytes = n * sizeof(int64_t);
+  bool ok = true;
+  for (; i < b && reinterpret_cast<uintptr_t>(input_ids + i) % vector_bytes != 0; ++i) {
+    ok = Single(ids, i, a, input_ids, labels, position_ids, document_ids, document) && ok;
+  }
+  pos = hn::Add(pos, hn::Set(d64, static_cast<int64_t>(i - a)));
   // One loop per set of outputs: the branches stay out of the vector loop.
   if (position_ids != nullptr && document_ids != nullptr) {
     for (; i + n <= b; i += n) {
@@ -86,15 +110,9 @@ bool Segment(const T* ids, uint64_t a, uint64_t b, int64_t* HWY_RESTRICT input_i
       hn::StoreU(next, d64, labels + i);
     }
   }
-  bool ok = hn::AllFalse(d64, hn::Lt(sign, hn::Zero(d64)));
+  ok = ok && hn::AllFalse(d64, hn::Lt(sign, hn::Zero(d64)));
   for (; i < b; ++i) {  // the tail, fewer than one vector
-    const auto in = static_cast<int64_t>(LoadId(ids + i));
-    const auto next = static_cast<int64_t>(LoadId(ids + i + 1));
-    ok = ok && in >= 0 && next >= 0;
-    input_ids[i] = in;
-    labels[i] = next;
-    if (position_ids != nullptr) position_ids[i] = static_cast<int64_t>(i - a);
-    if (document_ids != nullptr) document_ids[i] = document;
+    ok = Single(ids, i, a, input_ids, labels, position_ids, document_ids, document) && ok;
   }
   return ok;
 }

@@ -1,7 +1,8 @@
 // The concat window's fused pass (src/tokens/token_window_hwy.h): on every
 // Highway target this CPU runs (forced in turn), each dtype it handles, odd
 // segment bounds around every vector width, and each set of outputs, it
-// writes what the scalar reference writes and nothing outside [a, b); a
+// writes what the scalar reference writes and nothing outside [a, b) (at
+// two alignments of the outputs); a
 // negative int32 id anywhere in the segment (or its last label) is
 // reported, wherever it falls relative to the vectors.
 #include <gtest/gtest.h>
@@ -45,21 +46,27 @@ std::vector<uint8_t> Ids(TokenDType dtype, uint64_t n, uint32_t seed) {
   return bytes;
 }
 
+// The four outputs, each starting `shift` elements into its vector: the
+// kernel aligns its stores to the output's address, so the same segment
+// takes another path through it at each shift.
 struct Outputs {
-  explicit Outputs(uint64_t n)
-      : input_ids(n, kUntouched),
-        labels(n, kUntouched),
-        position_ids(n, kUntouched),
-        document_ids(n, kUntouched) {}
+  explicit Outputs(uint64_t n, uint64_t offset = 0)
+      : shift(offset),
+        input_ids(n + offset, kUntouched),
+        labels(n + offset, kUntouched),
+        position_ids(n + offset, kUntouched),
+        document_ids(n + offset, kUntouched) {}
+  uint64_t shift;
   std::vector<int64_t> input_ids, labels, position_ids, document_ids;
 };
 
 bool Segment(bool reference, TokenDType dtype, const std::vector<uint8_t>& ids, uint64_t a,
              uint64_t b, bool positions, bool documents, Outputs* o) {
   auto* fn = reference ? &WindowSegmentReference : &WindowSegment;
-  return fn(dtype, ids.data(), a, b, o->input_ids.data(), o->labels.data(),
-            positions ? o->position_ids.data() : nullptr,
-            documents ? o->document_ids.data() : nullptr, 5);
+  const uint64_t s = o->shift;
+  return fn(dtype, ids.data(), a, b, o->input_ids.data() + s, o->labels.data() + s,
+            positions ? o->position_ids.data() + s : nullptr,
+            documents ? o->document_ids.data() + s : nullptr, 5);
 }
 
 TEST_F(TokenWindowKernelTest, EveryTargetWritesWhatTheReferenceWrites) {
@@ -73,9 +80,10 @@ TEST_F(TokenWindowKernelTest, EveryTargetWritesWhatTheReferenceWrites) {
       for (uint64_t a : {0, 1, 3, 7, 9, 16, 33}) {
         for (uint64_t len : {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100}) {
           const uint64_t b = std::min<uint64_t>(a + len, n);
-          for (int set = 0; set < 4; ++set) {
+          for (int set = 0; set < 8; ++set) {
             const bool positions = (set & 1) != 0, documents = (set & 2) != 0;
-            Outputs want(n), got(n);
+            const uint64_t shift = (set & 4) != 0 ? 3 : 0;
+            Outputs want(n, shift), got(n, shift);
             ASSERT_TRUE(Segment(true, dtype, ids, a, b, positions, documents, &want));
             ASSERT_TRUE(Segment(false, dtype, ids, a, b, positions, documents, &got))
                 << hwy::TargetName(t);
