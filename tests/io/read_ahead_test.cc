@@ -354,13 +354,26 @@ TEST_F(ReadAheadFaultTest, AShortReadUnderReadAheadIsAnErrorNeverShortData) {
   EXPECT_EQ(injected, 1u);
 }
 
-TEST_F(ReadAheadFaultTest, EioOnTheNthReadUnderSkipLosesOneRecordAndNamesIt) {
+// The failed read is whichever comes 13th, so which record it hits depends
+// on the fetch order, and so does whether the loader sees it at all: when
+// the workers plan epoch 1, read-ahead drops the epoch-0 fetches nobody has
+// taken yet (ReadAhead::SetPlan), and a worker that then finds no fetch
+// reads the record itself, whole. (Seen under TSan: no record skipped.) So
+// the test holds what must always hold: the read fails once, and the epoch
+// is either every record, byte for byte, or every record but one, that one
+// skipped and named.
+TEST_F(ReadAheadFaultTest, EioOnTheNthReadUnderSkipLosesAtMostOneRecordAndNamesIt) {
   testing::Faults faults;
   faults.eio_on_read = 3 + 10;  // past shard 1's header, footer and index reads
   uint64_t injected = 0;
   const testing::RawEpoch e = RunWithFaults(faults, 4, ErrorPolicy::kSkip, 1, &injected);
   ASSERT_TRUE(e.status.ok()) << e.status;
-  ASSERT_EQ(e.skipped.size(), 1u);  // which record depends on the fetch order; exactly one
+  EXPECT_EQ(injected, 1u);
+  ASSERT_LE(e.skipped.size(), 1u);
+  if (e.skipped.empty()) {  // the failed fetch was dropped and its record read again
+    EXPECT_EQ(e.samples, clean_.samples);
+    return;
+  }
   const SampleError& err = e.skipped[0];
   EXPECT_GE(err.sample_id, kRecords);
   EXPECT_NE(err.location.file.find("shard-00001.fls"), std::string::npos);
@@ -369,7 +382,6 @@ TEST_F(ReadAheadFaultTest, EioOnTheNthReadUnderSkipLosesOneRecordAndNamesIt) {
             std::string::npos)
       << err.status;
   ExpectAllBut(e, err.sample_id);
-  EXPECT_EQ(injected, 1u);
 }
 
 TEST_F(ReadAheadFaultTest, LatencyNeverChangesTheBytes) {
