@@ -15,10 +15,11 @@ namespace feedline {
 
 using core::NowNs;
 using detail::Bytes;
-using detail::kPairMaxIntervalNs;
-using detail::kPairWaitNs;
+using detail::kGroupMaxIntervalNs;
+using detail::kGroupWaitNs;
 using detail::kStallPollNs;
 using detail::kTunerLogLines;
+using detail::kWakeGroupMax;
 
 LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, Parallelism par)
     : pipeline_(std::move(pipeline)),
@@ -155,9 +156,9 @@ void LoaderCore::WorkerLoop(size_t worker) {
   while (true) {
     Claim claim = CheckClaim(worker);
     while (claim == Claim::kNoInput || claim == Claim::kNoBuffer || claim == Claim::kParked) {
-      // A consumer waiting for a pair gets the batch that is complete: this
+      // A consumer waiting for a group gets the batch that is complete: this
       // worker makes no other before it wakes.
-      if (wake_pairs_ && FrontComplete(/*pair=*/false)) ready_cv_.Signal();
+      if (wake_group_ > 1 && FrontComplete(1)) ready_cv_.Signal();
       const int64_t t0 = NowNs();
       work_cv_.Wait(&l);
       std::atomic<uint64_t>& idle = claim == Claim::kNoBuffer ? counters->blocked_output_ns
@@ -227,13 +228,13 @@ void LoaderCore::WorkerLoop(size_t worker) {
     }
     const bool completed = --s->remaining == 0;
     if (completed) ++batches_completed_;
-    if (epoch == epoch_ && wake_pairs_) {
-      // The pair, or a front complete for kPairWaitNs: checked as each
+    if (epoch == epoch_ && wake_group_ > 1) {
+      // The group, or a front complete for kGroupWaitNs: checked as each
       // sample finishes (and before a worker sleeps, above).
-      if (completed && b == deliver_batch_ && !FrontComplete(/*pair=*/true)) {
-        front_complete_ns_ = NowNs();  // the front alone: its partner is still coming
-      } else if (FrontComplete(/*pair=*/true) ||
-                 (FrontComplete(/*pair=*/false) && NowNs() - front_complete_ns_ >= kPairWaitNs)) {
+      if (completed && b == deliver_batch_ && !FrontComplete(wake_group_)) {
+        front_complete_ns_ = NowNs();  // the front alone: the rest of its group is still coming
+      } else if (FrontComplete(wake_group_) ||
+                 (FrontComplete(1) && NowNs() - front_complete_ns_ >= kGroupWaitNs)) {
         ready_cv_.Signal();
       }
     } else if (completed && epoch == epoch_ && b == deliver_batch_) {
@@ -241,18 +242,22 @@ void LoaderCore::WorkerLoop(size_t worker) {
     }
     if (--active_samples_ == 0 && draining_) drained_cv_.SignalAll();
   }
-  if (FrontComplete(/*pair=*/false)) ready_cv_.Signal();  // as before a sleep
+  if (FrontComplete(1)) ready_cv_.Signal();  // as before a sleep
   // The tuner reads live clocks only (under mu_): this one is gone from now.
   worker_clocks_[worker] = core::ThreadCpuClock();
   exited_worker_cpu_ns_ += core::ThreadCpuNs();
 }
 
-bool LoaderCore::FrontComplete(bool pair) const {
+bool LoaderCore::FrontComplete(uint32_t group) const {
   if (inflight_.empty()) return false;
   const Slot& front = inflight_.front();
   if (front.remaining != 0 || front.epoch != epoch_ || front.batch != deliver_batch_) return false;
-  if (!pair || plan_ == nullptr || front.batch + 1 >= plan_->num_batches) return true;
-  return inflight_.size() >= 2 && inflight_[1].remaining == 0;
+  // Slots are made in claim order: inflight_[k] is batch front.batch + k.
+  for (uint32_t k = 1; k < group; ++k) {
+    if (plan_ == nullptr || front.batch + k >= plan_->num_batches) return true;  // the epoch ends
+    if (inflight_.size() <= k || inflight_[k].remaining != 0) return false;
+  }
+  return true;
 }
 
 bool LoaderCore::ConsumerHoldsAllBuffers() const {
@@ -335,7 +340,7 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
 
     const int64_t t0 = NowNs();
     bool waited = false;
-    const bool pairs = consumer_starved_ && delivery_interval_ns_ < kPairMaxIntervalNs;
+    const bool grouped = consumer_starved_ && delivery_interval_ns_ < kGroupMaxIntervalNs;
     while (true) {
       if (!stopped_.ok()) break;
       if (cancelled_.load(std::memory_order_relaxed)) {
@@ -372,16 +377,18 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
         const int64_t left = deadline_ns - NowNs();
         if (left <= 0) {
           consumer_wait_ns_ += NowNs() - t0;
-          wake_pairs_ = false;
+          wake_group_ = 0;
           *timed_out = true;
           return Status::OK();
         }
         wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
       }
-      // A pair when the last batch, too, came after a wait and the ring has
-      // room for two complete batches, a third in production and those the
-      // consumer holds: no worker waits for a buffer because of the pair.
-      wake_pairs_ = pairs && buffers_out_ + 3 <= ring_depth_;
+      // A group when the last batch, too, came after a wait and the ring
+      // has room for its complete batches, one more in production and those
+      // the consumer holds: no worker waits for a buffer because of it.
+      wake_group_ = grouped && buffers_out_ + 3 <= ring_depth_
+                        ? std::min(kWakeGroupMax, ring_depth_ - buffers_out_ - 1)
+                        : 0;
       waited = true;
       const int64_t sleep0 = NowNs();
       if (wait_ns < 0) {
@@ -410,14 +417,20 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
     }
     last_delivery_ns_ = now;
     if (waited) {
-      paired_credit_ = wake_pairs_ && inflight_.size() >= 2 && inflight_[1].remaining == 0;
+      // The complete batches of the group behind this one: taken without a
+      // wait, they still count as a starved consumer's.
+      group_credit_ = 0;
+      while (group_credit_ + 1 < wake_group_ && inflight_.size() > group_credit_ + 1 &&
+             inflight_[group_credit_ + 1].remaining == 0) {
+        ++group_credit_;
+      }
       consumer_starved_ = true;
-    } else if (paired_credit_) {
-      paired_credit_ = false;  // the second of a pair: still starved
+    } else if (group_credit_ > 0) {
+      --group_credit_;  // a later batch of a group: still starved
     } else {
       consumer_starved_ = false;
     }
-    wake_pairs_ = false;
+    wake_group_ = 0;
     if (!stopped_.ok()) return stopped_;
 
     Slot slot = std::move(inflight_.front());
@@ -553,7 +566,8 @@ void LoaderCore::Reset(uint64_t epoch, uint64_t batch) {
     DrainAndClear(&l);
     epoch_ = epoch;
     deliver_batch_ = batch;
-    consumer_starved_ = paired_credit_ = false;  // the first batch from here comes at once
+    consumer_starved_ = false;
+    group_credit_ = 0;  // the first batch from here comes at once
     last_delivery_ns_ = 0;
     delivery_interval_ns_ = INT64_MAX;
     InstallPlan();

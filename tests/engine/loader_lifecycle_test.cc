@@ -337,29 +337,35 @@ TEST(LoaderLifecycleTest, ManyEpochsWithASlowConsumerHoldAPlateau) {
   }
 }
 
-// docs/engine.md, "Wake-ups in pairs": a consumer that drains faster than
-// the workers produce sleeps until two batches are complete. Whatever the
-// scheduling, it gets the same batches in the same order as a consumer whose
-// ring is too small for pairs (ring 2), across epochs with a partial last
-// batch, at one and at three threads.
-TEST(LoaderLifecycleTest, AStarvedConsumerGetsTheSameBatchesWhenWakeUpsComeInPairs) {
+// docs/engine.md, "Wake-ups in groups": a consumer that drains faster than
+// the workers produce sleeps until several batches are complete (ring 4: a
+// pair; ring 6: groups of 4; ring 9: groups of 4 with room to spare).
+// Whatever the scheduling, it gets the same batches in the same order as a
+// consumer whose ring is too small for groups (ring 2), across epochs with
+// a partial last batch (51 batches: no group size divides them), at one
+// and at three threads.
+TEST(LoaderLifecycleTest, AStarvedConsumerGetsTheSameBatchesWhenWakeUpsComeInGroups) {
   for (uint32_t threads : {1u, 3u}) {
-    auto reference = MustCreate(MakeTestPipeline({.num_samples = 203}), Options(threads, 4, 2));
-    auto paired = MustCreate(MakeTestPipeline({.num_samples = 203}), Options(threads, 4, 6));
-    for (int epoch = 0; epoch < 3; ++epoch) {
-      const std::vector<testing::BatchCopy> want = DrainEpoch(*reference);
-      ASSERT_EQ(want.size(), 51u);
-      EXPECT_EQ(DrainEpoch(*paired), want) << "threads " << threads << ", epoch " << epoch;
+    for (uint32_t ring : {4u, 6u, 9u}) {
+      auto reference = MustCreate(MakeTestPipeline({.num_samples = 203}), Options(threads, 4, 2));
+      auto grouped = MustCreate(MakeTestPipeline({.num_samples = 203}), Options(threads, 4, ring));
+      for (int epoch = 0; epoch < 3; ++epoch) {
+        const std::vector<testing::BatchCopy> want = DrainEpoch(*reference);
+        ASSERT_EQ(want.size(), 51u);
+        EXPECT_EQ(DrainEpoch(*grouped), want)
+            << "threads " << threads << ", ring " << ring << ", epoch " << epoch;
+      }
     }
   }
 }
 
-// A batch that is complete is not lost behind a partner that never completes:
-// with a stall in batch 30, a starved consumer still receives batches 0..29,
-// then the stall error naming the sample.
+// A batch that is complete is not lost behind the rest of its group that
+// never completes: with a stall in batch 30, a starved consumer still
+// receives batches 0..29, then the stall error naming the sample (ring 9:
+// groups of 4, so batch 30 is the second, third or fourth of one).
 TEST(LoaderLifecycleTest, AReadyBatchIsDeliveredBeforeAStallInTheBatchAfterIt) {
   std::atomic<bool> block{true};
-  LoaderOptions o = Options(1, 4, 6);
+  LoaderOptions o = Options(1, 4, 9);
   o.shuffle = false;
   o.stall_timeout_ms = 100;
   auto loader =

@@ -45,9 +45,12 @@ using core::MutexLock;
 
 // How often Next() looks for stalled ops when stall_timeout_ms is set.
 inline constexpr int64_t kStallPollNs = 50'000'000;
-// Wake-ups in pairs (LoaderCore::wake_pairs_).
-inline constexpr int64_t kPairMaxIntervalNs = 1'000'000;
-inline constexpr int64_t kPairWaitNs = 2'000'000;
+// Wake-ups in groups (LoaderCore::wake_group_): at most kWakeGroupMax
+// batches per wake-up, for batches that come less than
+// kGroupMaxIntervalNs apart; a complete front waits at most kGroupWaitNs.
+inline constexpr uint32_t kWakeGroupMax = 4;
+inline constexpr int64_t kGroupMaxIntervalNs = 1'000'000;
+inline constexpr int64_t kGroupWaitNs = 2'000'000;
 inline constexpr size_t kTunerLogLines = 32;
 
 inline std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
@@ -144,9 +147,10 @@ class LoaderCore final : public detail::BufferHome,
   Status DeliverSlot(Slot slot, Batch* batch, bool* empty) REQUIRES(mu_);
   Status CheckStalls() REQUIRES(mu_);
   bool ConsumerHoldsAllBuffers() const REQUIRES(mu_);
-  // The batch the consumer waits for is complete (`pair`: and so is the
-  // one after it, or it is its epoch's last); docs/engine.md, "Wake-ups".
-  bool FrontComplete(bool pair) const REQUIRES(mu_);
+  // The batch the consumer waits for is complete, and so are the
+  // `group` - 1 after it (or the epoch ends before them); docs/engine.md,
+  // "Wake-ups in groups".
+  bool FrontComplete(uint32_t group) const REQUIRES(mu_);
   Status ConsumerHoldsAllBuffersError() const REQUIRES(mu_);
   void Stop(Status status) REQUIRES(mu_);
 
@@ -191,20 +195,21 @@ class LoaderCore final : public detail::BufferHome,
   uint32_t step_threads_ GUARDED_BY(mu_) = 1;
   uint32_t reserved_cores_ GUARDED_BY(mu_) = 0;
   bool consumer_waiting_ GUARDED_BY(mu_) = false;  // inside Next, waiting for a batch
-  // Wake-ups in pairs (docs/engine.md): a consumer that keeps finding the
-  // ring empty sleeps until two batches are complete, not one, so a
-  // starved loop pays one sleep and one wake per two batches. A worker
-  // about to sleep wakes it for the one it has (no wait on a batch nobody
-  // produces). starved: its last batch came after a wait; credit: that
-  // wait brought a second batch, which the next call takes without one.
-  // Only for batches that come faster than kPairMaxIntervalNs (where a
-  // wake-up is a visible share of a batch's cost). A complete front is
-  // held back at most until the first sample that finishes kPairWaitNs
-  // after it, or until a worker would sleep.
-  bool wake_pairs_ GUARDED_BY(mu_) = false;
+  // Wake-ups in groups (docs/engine.md): a consumer that keeps finding
+  // the ring empty sleeps until wake_group_ batches are complete (2 to
+  // kWakeGroupMax, as the ring has room), not one, so a starved loop pays
+  // one sleep and one wake per group. A worker about to sleep wakes it for
+  // the batch it has (no wait on a batch nobody produces). starved: its
+  // last batch came after a wait; credit: the complete batches that wait
+  // brought beyond the first, which the next calls take without one. Only
+  // for batches that come faster than kGroupMaxIntervalNs (where a wake-up
+  // is a visible share of a batch's cost). A complete front is held back
+  // at most until the first sample that finishes kGroupWaitNs after it, or
+  // until a worker would sleep. 0: the consumer waits for one batch.
+  uint32_t wake_group_ GUARDED_BY(mu_) = 0;
   bool consumer_starved_ GUARDED_BY(mu_) = false;
-  bool paired_credit_ GUARDED_BY(mu_) = false;
-  int64_t front_complete_ns_ GUARDED_BY(mu_) = 0;  // when the front completed, under a pair wait
+  uint32_t group_credit_ GUARDED_BY(mu_) = 0;
+  int64_t front_complete_ns_ GUARDED_BY(mu_) = 0;  // when the front completed, under a group wait
   int64_t last_delivery_ns_ GUARDED_BY(mu_) = 0;
   int64_t delivery_interval_ns_ GUARDED_BY(mu_) = INT64_MAX;  // smoothed, between deliveries
   std::deque<std::string> tuner_log_ GUARDED_BY(mu_);
