@@ -85,21 +85,18 @@ py::array OwnedArray(std::vector<int32_t> v) {
                    owned->data(), base);
 }
 
-// `cu_seqlens`: the fields of a token batch's segment starts are replaced
-// by their join, "cu_seqlens" (an array of its own, not in the buffer).
-py::dict BatchDict(const Batch& b, const std::optional<DocumentStartFields>& starts = std::nullopt,
-                   std::vector<int32_t> cu_seqlens = {}) {
-  py::dict d;
-  py::list fields, names, dtypes;
+// Calls visit(name, value, dtype name) for each field Python sees, in
+// order: a numpy array over the buffer (sharing one keepalive capsule), a
+// list of bytes per sample, or, for a token batch's segment starts,
+// `cu_seqlens` (their join, an array of its own, not in the buffer).
+template <typename Visit>
+void VisitFields(const Batch& b, const std::optional<DocumentStartFields>& starts,
+                 std::vector<int32_t> cu_seqlens, Visit&& visit) {
   std::optional<py::capsule> keepalive;
   for (size_t i = 0; i < b.num_fields(); ++i) {
     if (b.field(i).name.starts_with(kHiddenPrefix)) continue;  // map='s inputs
     if (starts && (i == starts->starts || i == starts->counts)) {
-      if (i == starts->starts) {
-        fields.append(OwnedArray(std::move(cu_seqlens)));
-        dtypes.append("int32");
-        names.append("cu_seqlens");
-      }
+      if (i == starts->starts) visit(i, OwnedArray(std::move(cu_seqlens)), "int32");
       continue;
     }
     if (b.field(i).kind == FieldKind::kBytes) {
@@ -109,15 +106,29 @@ py::dict BatchDict(const Batch& b, const std::optional<DocumentStartFields>& sta
         const std::span<const uint8_t> v = b.bytes(i, k);
         values.append(py::bytes(reinterpret_cast<const char*>(v.data()), v.size()));
       }
-      fields.append(values);
-      dtypes.append("bytes");
+      visit(i, std::move(values), "bytes");
     } else {
       if (!keepalive) keepalive = KeepaliveCapsule(b);
-      fields.append(FieldArray(b, i, *keepalive));
-      dtypes.append(PyText(DTypeName(b.field(i).dtype)));
+      visit(i, FieldArray(b, i, *keepalive), DTypeName(b.field(i).dtype));
     }
-    names.append(PyText(b.field(i).name));
   }
+}
+
+// The Python name of field i (cu_seqlens in place of the segment starts).
+py::str FieldName(const Batch& b, size_t i, const std::optional<DocumentStartFields>& starts) {
+  return starts && i == starts->starts ? py::str("cu_seqlens") : PyText(b.field(i).name);
+}
+
+py::dict BatchDict(const Batch& b, const std::optional<DocumentStartFields>& starts = std::nullopt,
+                   std::vector<int32_t> cu_seqlens = {}) {
+  py::dict d;
+  py::list fields, names, dtypes;
+  VisitFields(b, starts, std::move(cu_seqlens),
+              [&](size_t i, py::object value, std::string_view dtype) {
+                fields.append(std::move(value));
+                names.append(FieldName(b, i, starts));
+                dtypes.append(PyText(dtype));
+              });
   d["fields"] = fields;
   d["names"] = names;
   d["dtypes"] = dtypes;
@@ -243,36 +254,39 @@ class PyLoader {
     loader_ = ValueOrThrow(std::move(loader));
   }
 
-  // The next batch as a dict, or None at the end of the epoch. Waits in
-  // slices of `poll_s` without the GIL, checking for signals in between, so
-  // Ctrl-C interrupts a long wait.
-  // cu_seqlens: a token batch comes with its segment starts joined
-  // (BatchDict), computed here without the GIL.
+  // The next batch as a dict (BatchDict), or None at the end of the epoch
+  // (Wait). cu_seqlens: a token batch comes with its segment starts joined.
   py::object Next(double poll_s, bool cu_seqlens) {
-    Loader& l = Get();
-    const auto poll = std::chrono::nanoseconds(static_cast<int64_t>(poll_s * 1e9));
-    while (true) {
-      Batch b;
-      bool end = false, timed_out = false;
-      Status st;
-      std::optional<DocumentStartFields> starts;
-      std::vector<int32_t> joined;
-      {
-        py::gil_scoped_release release;
-        st = l.NextFor(&b, &end, poll, &timed_out);
-        if (st.ok() && !end && !timed_out && cu_seqlens) {
-          starts = FindDocumentStarts(b);
-          if (starts) st = JoinCuSeqlens(b, *starts, &joined);
-        }
-      }
-      ThrowIfError(st);
-      if (timed_out) {
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-        continue;
-      }
-      if (end) return py::none();
-      return BatchDict(b, starts, std::move(joined));
+    Batch b;
+    std::optional<DocumentStartFields> starts;
+    std::vector<int32_t> joined;
+    if (!Wait(poll_s, cu_seqlens, &b, &starts, &joined)) return py::none();
+    return BatchDict(b, starts, std::move(joined));
+  }
+
+  // The lean form of Next for feedline.TokenLoader's loop: (names, arrays,
+  // index) or None at the end of the epoch, with cu_seqlens joined. The
+  // names tuple is made once per loader (the fields never change), so a
+  // batch costs its arrays and nothing else.
+  py::object NextArrays(double poll_s) {
+    Batch b;
+    std::optional<DocumentStartFields> starts;
+    std::vector<int32_t> joined;
+    if (!Wait(poll_s, true, &b, &starts, &joined)) return py::none();
+    std::vector<py::object> values;
+    std::vector<size_t> fields;
+    VisitFields(b, starts, std::move(joined), [&](size_t i, py::object value, std::string_view) {
+      values.push_back(std::move(value));
+      fields.push_back(i);
+    });
+    if (!array_names_) {
+      py::tuple names(fields.size());
+      for (size_t k = 0; k < fields.size(); ++k) names[k] = FieldName(b, fields[k], starts);
+      array_names_ = std::move(names);
     }
+    py::tuple arrays(values.size());
+    for (size_t k = 0; k < values.size(); ++k) arrays[k] = std::move(values[k]);
+    return py::make_tuple(*array_names_, std::move(arrays), b.index());
   }
 
   py::bytes State() { return py::bytes(Get().SaveState()); }
@@ -352,6 +366,32 @@ class PyLoader {
     return *loader_;
   }
 
+  // Waits for the next batch in slices of `poll_s` without the GIL,
+  // checking for signals in between (Ctrl-C interrupts a long wait); false
+  // at the end of the epoch. cu_seqlens: a token batch's segment starts are
+  // found and joined here, still without the GIL.
+  bool Wait(double poll_s, bool cu_seqlens, Batch* b, std::optional<DocumentStartFields>* starts,
+            std::vector<int32_t>* joined) {
+    Loader& l = Get();
+    const auto poll = std::chrono::nanoseconds(static_cast<int64_t>(poll_s * 1e9));
+    while (true) {
+      bool end = false, timed_out = false;
+      Status st;
+      {
+        py::gil_scoped_release release;
+        st = l.NextFor(b, &end, poll, &timed_out);
+        if (st.ok() && !end && !timed_out && cu_seqlens) {
+          *starts = FindDocumentStarts(*b);
+          if (*starts) st = JoinCuSeqlens(*b, **starts, joined);
+        }
+      }
+      ThrowIfError(st);
+      if (!timed_out) return !end;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
+  std::optional<py::tuple> array_names_;  // NextArrays' names, made at its first batch
   std::vector<std::string> classes_;
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
   std::shared_ptr<WorkerPool> workers_;        // python_workers=N, else null
@@ -618,6 +658,7 @@ void RegisterLoader(py::module_& m) {
       .def(py::init<const Pipeline&, const LoaderOptions&>(), py::arg("pipeline"),
            py::arg("options"))
       .def("next", &PyLoader::Next, py::arg("poll_s") = 0.1, py::arg("cu_seqlens") = false)
+      .def("next_arrays", &PyLoader::NextArrays, py::arg("poll_s") = 0.1)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)
       .def("set_epoch", &PyLoader::SetEpoch)

@@ -543,8 +543,8 @@ class Loader:
             ahead = None
             feeder.retire(keep=0)
 
-    def _host_batches(self, with_buffer: bool = False, cu_seqlens: bool = False) -> Iterator[Any]:
-        # Batch, or (Batch, (buffer address, bytes)) with_buffer.
+    def _begin_pass(self) -> None:
+        """Where a new pass over the loader starts (every host loop calls it first)."""
         if self._mid_epoch and not self._resume_pending:
             if self._last_index == len(self) - 1:
                 # The last pass got every batch but stopped before seeing the
@@ -557,6 +557,10 @@ class Loader:
                 self._loader.set_epoch(self._loader.epoch)
         self._resume_pending = False
         self._last_index = -1
+
+    def _host_batches(self, with_buffer: bool = False, cu_seqlens: bool = False) -> Iterator[Any]:
+        # Batch, or (Batch, (buffer address, bytes)) with_buffer.
+        self._begin_pass()
         while True:
             d = self._next(cu_seqlens)
             if d is None:
