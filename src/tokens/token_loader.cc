@@ -119,7 +119,9 @@ class TokenLoader::Impl {
 
   bool mixture() const { return !options.weights.empty(); }
 
-  Result<Pipeline> MixturePipeline(const Segment& s) const {
+  // The mixture's schedule for segment `s` (its pipeline, or the draws
+  // the segment reached at a position: TokenMixtureCounts).
+  TokenMixtureOptions MixtureOptions(const Segment& s) const {
     TokenMixtureOptions m;
     m.weights = s.weights;
     m.window = options.loader.batch_size * options.loader.world_size;
@@ -128,12 +130,12 @@ class TokenLoader::Impl {
     m.seed = options.loader.seed;
     m.start = s.start;
     m.counts = s.counts;
-    return TokenMixturePipeline(pipelines, m);
+    return m;
   }
 
   Result<std::unique_ptr<Loader>> NewLoader(const Segment& s) const {
     if (!mixture()) return Loader::Create(pipelines[0], engine);
-    Result<Pipeline> p = MixturePipeline(s);
+    Result<Pipeline> p = TokenMixturePipeline(pipelines, MixtureOptions(s));
     if (!p.ok()) return p.status();
     return Loader::Create(*std::move(p), engine);
   }
@@ -287,14 +289,7 @@ Status TokenLoader::RestoreState(std::string_view state) {
   Segment segment = parsed->segment;
   if (segment.weights != m.options.weights) {
     // The saved schedule up to the position, this loader's weights after it.
-    TokenMixtureOptions saved;
-    saved.weights = segment.weights;
-    saved.window = m.options.loader.batch_size * m.options.loader.world_size;
-    saved.num_samples = m.mixture_samples;
-    saved.shuffle = m.options.loader.shuffle;
-    saved.seed = m.options.loader.seed;
-    saved.start = segment.start;
-    saved.counts = segment.counts;
+    const TokenMixtureOptions saved = m.MixtureOptions(segment);
     std::vector<uint64_t> samples;
     for (const Pipeline& p : m.pipelines) samples.push_back(p.num_samples);
     const uint64_t g = position->epoch * m.mixture_samples + position->batch * saved.window;
