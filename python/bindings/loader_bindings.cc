@@ -85,10 +85,11 @@ py::array OwnedArray(std::vector<int32_t> v) {
                    owned->data(), base);
 }
 
-// Calls visit(name, value, dtype name) for each field Python sees, in
-// order: a numpy array over the buffer (sharing one keepalive capsule), a
-// list of bytes per sample, or, for a token batch's segment starts,
-// `cu_seqlens` (their join, an array of its own, not in the buffer).
+// Calls visit(field index, value, dtype name) for each field Python sees,
+// in order (FieldName gives an index's name): a numpy array over the buffer
+// (sharing one keepalive capsule), a list of bytes per sample, or, for a
+// token batch's segment starts, `cu_seqlens` (their join, an array of its
+// own, not in the buffer).
 template <typename Visit>
 void VisitFields(const Batch& b, const std::optional<DocumentStartFields>& starts,
                  std::vector<int32_t> cu_seqlens, Visit&& visit) {
