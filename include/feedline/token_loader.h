@@ -64,6 +64,9 @@ struct FEEDLINE_EXPORT TokenLoaderOptions {
   // unshuffled and drop_last has no effect.
   std::vector<double> weights;
   TokenFieldSet fields;  // which fields besides input_ids and labels
+  // kConcat's label where the next token starts another document
+  // (tokens.h); kBestFit never labels across documents.
+  CrossDocumentLabels cross_document_labels = CrossDocumentLabels::kKeep;
   // The engine's options: batch_size (per rank), shuffle, seed, rank,
   // world_size, elastic, threads, memory, error policy.
   LoaderOptions loader;

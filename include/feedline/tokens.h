@@ -234,9 +234,18 @@ struct FEEDLINE_EXPORT TokenFieldSet {
   bool operator==(const TokenFieldSet&) const = default;
 };
 
+// What a concat window's label is where the next token begins another
+// document (the input there is the end of one, e.g. its eos token): kKeep,
+// that token, as nanoGPT and Megatron-LM by default train to predict it;
+// kIgnore, -100 (the loss's ignore_index; Megatron-LM's eod_mask_loss), so no
+// loss is taken across documents. A source's first token starts a document.
+enum class CrossDocumentLabels { kKeep, kIgnore };
+
 // The concat-packing pipeline: sample i is window i, fields in this order:
 //   input_ids        int64 [seq_len]  tokens [i*S, i*S + S)
-//   labels           int64 [seq_len]  tokens [i*S + 1, i*S + S + 1) (input shifted by one)
+//   labels           int64 [seq_len]  tokens [i*S + 1, i*S + S + 1) (input shifted by one;
+//                                     -100 where such a token starts a document,
+//                                     with CrossDocumentLabels::kIgnore)
 //   position_ids     int64 [seq_len]  0 at the window start and at each document
 //                                     start inside it, +1 per token otherwise
 //   document_ids     int64 [seq_len]  0 for the window's first document, +1 at
@@ -248,12 +257,13 @@ struct FEEDLINE_EXPORT TokenFieldSet {
 // cu_seqlens, written by the worker so that the consumer only concatenates
 // them (TokenCuSeqlens).
 // Its op ("tokens") fingerprints the corpus (DataFingerprint) and seq_len
-// (ConfigFingerprint), so a resume state from another corpus is refused.
+// (ConfigFingerprint), so a resume state from another corpus is refused;
+// `labels` changes no sample's place, so a state resumes under either.
 // InvalidArgument for seq_len 0 or a corpus with fewer than seq_len + 1
 // tokens (naming both).
-FEEDLINE_EXPORT Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus,
-                                                     uint64_t seq_len,
-                                                     const TokenFieldSet& fields = {});
+FEEDLINE_EXPORT Result<Pipeline> TokenWindowPipeline(
+    std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len, const TokenFieldSet& fields = {},
+    CrossDocumentLabels labels = CrossDocumentLabels::kKeep);
 
 // The fields of a token pipeline with every field (TokenFieldSet{}), in
 // batch order (as above).

@@ -129,12 +129,15 @@ void RegisterTokens(py::module_& m) {
   m.def(
       "token_window_pipeline",
       [](const PyTokenCorpus& c, uint64_t seq_len, bool position_ids, bool document_ids,
-         bool document_starts) {
+         bool document_starts, bool mask_cross_document_labels) {
         return ValueOrThrow(TokenWindowPipeline(
-            c.corpus, seq_len, TokenFieldSet{position_ids, document_ids, document_starts}));
+            c.corpus, seq_len, TokenFieldSet{position_ids, document_ids, document_starts},
+            mask_cross_document_labels ? CrossDocumentLabels::kIgnore
+                                       : CrossDocumentLabels::kKeep));
       },
       py::arg("corpus"), py::arg("seq_len"), py::arg("position_ids") = true,
-      py::arg("document_ids") = true, py::arg("document_starts") = true);
+      py::arg("document_ids") = true, py::arg("document_starts") = true,
+      py::arg("mask_cross_document_labels") = false);
   py::class_<PyBestFitPlan>(m, "BestFitPlan")
       .def_property_readonly("num_sequences",
                              [](const PyBestFitPlan& p) { return p.plan->num_sequences(); })

@@ -99,6 +99,13 @@ class TokenLoader(Loader):
             of memory and memory traffic (cu_seqlens: 4), so a model without
             per-document attention loads faster with
             ``fields=("input_ids", "labels")``. ``token_fields`` says which.
+        mask_cross_document_labels: with concat packing, -100 (the loss's
+            ignore_index) in ``labels`` wherever the next token starts
+            another document, i.e. after each eos token and at each source
+            boundary, so no loss is taken across documents (Megatron-LM's
+            eod_mask_loss). False (default): that token is the label, as
+            in nanoGPT. Best fit never labels across documents. It changes
+            no sequence's place: a state resumes with either setting.
 
     Iterating yields dicts of tensors: ``input_ids``, ``labels``,
     ``position_ids``, ``document_ids`` (int64 [batch, seq_len]) and
@@ -116,7 +123,7 @@ class TokenLoader(Loader):
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
                  ram_budget: Optional[int] = None, elastic: bool = False, device: Device = None,
-                 fields: Optional[Sequence[str]] = None) -> None:
+                 fields: Optional[Sequence[str]] = None, mask_cross_document_labels: bool = False) -> None:
         wanted = TOKEN_FIELDS if fields is None else tuple(fields)
         unknown = [f for f in wanted if f not in TOKEN_FIELDS]
         if unknown or "input_ids" not in wanted or "labels" not in wanted:
@@ -143,6 +150,7 @@ class TokenLoader(Loader):
         self.dtype = dtype
         self.eos_token = eos_token
         self.packing = packing
+        self.mask_cross_document_labels = bool(mask_cross_document_labels)
         self.pad_token = None if pad_token is None else int(pad_token)
         if weights is None:
             groups = [_paths(sources)]  # type: ignore[arg-type]
@@ -164,7 +172,9 @@ class TokenLoader(Loader):
             self._pipelines = [_C.token_best_fit_pipeline(c, p, pad, **field_set)
                                for c, p in zip(self._corpora, self._plans)]
         else:
-            self._pipelines = [_C.token_window_pipeline(c, self.seq_len, **field_set) for c in self._corpora]
+            self._pipelines = [_C.token_window_pipeline(c, self.seq_len, **field_set,
+                                                        mask_cross_document_labels=bool(mask_cross_document_labels))
+                               for c in self._corpora]
         self._corpus = self._corpora[0]
         self.sources = groups[0] if self.weights is None else groups
         self.shuffle = shuffle
@@ -314,6 +324,7 @@ class TokenLoader(Loader):
         m = super().stats()
         m["tokens"] = {"num_tokens": self.num_tokens, "num_windows": self.num_windows,
                        "tail_tokens": self.tail_tokens, "seq_len": self.seq_len, "packing": self.packing,
+                       "mask_cross_document_labels": self.mask_cross_document_labels,
                        "padding_share": self.padding_share,
                        "sources": [s for c in self._corpora for s in c.sources]}
         if self.weights is not None:

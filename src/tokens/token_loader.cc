@@ -181,7 +181,8 @@ Result<std::unique_ptr<TokenLoader>> TokenLoader::Open(
       impl->plans.push_back(*plan);
       pipeline = TokenBestFitPipeline(*corpus, *plan, *options.pad_token, options.fields);
     } else {
-      pipeline = TokenWindowPipeline(*corpus, options.seq_len, options.fields);
+      pipeline = TokenWindowPipeline(*corpus, options.seq_len, options.fields,
+                                     options.cross_document_labels);
     }
     if (!pipeline.ok()) return pipeline.status();
     impl->corpora.push_back(*std::move(corpus));

@@ -73,16 +73,18 @@ class WindowState final : public OpState {
   }
   std::vector<uint64_t> starts;
   std::vector<int32_t> row_starts;
+  bool next_starts = false;              // the token after the window starts a document (Segments)
   uint64_t bad_start = 0, previous = 0;  // what Segments found out of place
 };
 
 class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
  public:
   TokenWindowOp(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len,
-                const TokenFieldSet& fields)
+                const TokenFieldSet& fields, CrossDocumentLabels labels)
       : corpus_(std::move(corpus)),
         seq_len_(seq_len),
         index_(fields),
+        ignore_cross_(labels == CrossDocumentLabels::kIgnore),
         windows_(NumTokenWindows(corpus_->num_tokens(), seq_len)),
         fingerprint_(corpus_->Fingerprint()),
         mapped_(tokens::detail::FusedSources(*corpus_)) {}
@@ -111,7 +113,7 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
     loc.key = "window " + std::to_string(index);
     const tokens::detail::TokenOutputs out = index_.Get(sample);
     const bool boundaries = out.position_ids != nullptr || out.document_ids != nullptr ||
-                            out.document_starts != nullptr;
+                            out.document_starts != nullptr || ignore_cross_;
     const uint64_t first = begin - corpus_->source_offset(src);
     if (mapped_[src] != nullptr && first + seq_len_ + 1 <= source.num_tokens()) {
       // The window lies in one mapped source: one fused pass per segment
@@ -132,6 +134,7 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
       }
       if (ok) {
         tokens::detail::WriteDocumentStarts(out, st.row_starts.data(), segments, seq_len_);
+        IgnoreCrossLabels(out.labels, segments, st);
         return Status::OK();
       }
     }
@@ -156,16 +159,35 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
       }
     }
     tokens::detail::WriteDocumentStarts(out, st.row_starts.data(), segments, seq_len_);
+    IgnoreCrossLabels(out.labels, segments, st);
     return Status::OK();
   }
 
  private:
+  // With kIgnore, -100 at each label that is a document's first token: the
+  // one before each segment start after the first, and the last one when
+  // the token after the window starts a document. O(documents), after the
+  // fields are written, so the fused pass stays as it is.
+  void IgnoreCrossLabels(int64_t* labels, size_t segments, const WindowState& st) const {
+    if (!ignore_cross_) return;
+    for (size_t k = 1; k < segments; ++k) labels[st.row_starts[k] - 1] = kIgnoreLabel;
+    if (st.next_starts) labels[seq_len_ - 1] = kIgnoreLabel;
+  }
+
   // The window's segments (row_starts[0, n), the first 0), or 0 when the
   // source broke TokenSource's contract (SegmentError says how).
   size_t Segments(uint64_t begin, WindowState& st) const {
     st.starts.clear();
-    // Starts strictly inside the inputs; the window start is one anyway.
-    corpus_->DocumentStarts(begin + 1, begin + seq_len_, &st.starts);
+    // Starts strictly inside the inputs (the window start is one anyway),
+    // and with kIgnore the last label's token too (begin + seq_len + 1 <=
+    // num_tokens: a window's labels are in the corpus).
+    const uint64_t end = begin + seq_len_;
+    corpus_->DocumentStarts(begin + 1, end + (ignore_cross_ ? 1 : 0), &st.starts);
+    st.next_starts = false;
+    if (ignore_cross_ && !st.starts.empty() && st.starts.back() == end) {
+      st.next_starts = true;
+      st.starts.pop_back();
+    }
     st.row_starts[0] = 0;
     size_t segments = 1;
     for (uint64_t start : st.starts) {
@@ -190,8 +212,10 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
   }
 
   std::shared_ptr<const TokenCorpus> corpus_;
+  static constexpr int64_t kIgnoreLabel = -100;
   uint64_t seq_len_;
   tokens::detail::TokenFieldIndex index_;
+  bool ignore_cross_;  // CrossDocumentLabels::kIgnore
   uint64_t windows_;
   uint64_t fingerprint_;
   std::vector<const uint8_t*> mapped_;  // FusedSources
@@ -218,7 +242,7 @@ std::vector<FieldSpec> TokenFields(uint64_t seq_len, const TokenFieldSet& set) {
 }  // namespace tokens::detail
 
 Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, uint64_t seq_len,
-                                     const TokenFieldSet& fields) {
+                                     const TokenFieldSet& fields, CrossDocumentLabels labels) {
   if (corpus == nullptr) return InvalidArgumentError("TokenWindowPipeline: no corpus");
   if (seq_len == 0) return InvalidArgumentError("seq_len must be positive");
   if (seq_len > static_cast<uint64_t>(INT32_MAX)) {
@@ -233,7 +257,7 @@ Result<Pipeline> TokenWindowPipeline(std::shared_ptr<const TokenCorpus> corpus, 
   Pipeline p;
   p.num_samples = windows;
   p.fields = tokens::detail::TokenFields(seq_len, fields);
-  p.ops.push_back(std::make_shared<TokenWindowOp>(std::move(corpus), seq_len, fields));
+  p.ops.push_back(std::make_shared<TokenWindowOp>(std::move(corpus), seq_len, fields, labels));
   return p;
 }
 

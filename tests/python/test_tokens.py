@@ -128,6 +128,50 @@ def test_eos_restarts_positions_and_documents_and_cu_seqlens_follow(tmp_path):
         assert int(lengths.sum()) == flat.size and int(lengths.min()) > 0
 
 
+def test_masked_cross_document_labels_are_megatrons_eod_mask_and_the_source_boundary(tmp_path):
+    # mask_cross_document_labels: -100 wherever the input is eos (the label
+    # starts the next document: Megatron-LM's eod_mask_loss) and where the
+    # label is the second source's first token; elsewhere the default's
+    # labels, and every other key unchanged. A state saved with the mask
+    # resumes without it: only labels differ.
+    rng = np.random.default_rng(21)
+    a = rng.integers(1, 1000, size=701).astype(np.uint16)
+    a[rng.choice(700, size=40, replace=False)] = 0
+    a[-1] = 7  # a's last document runs into b: no eos there
+    b = rng.integers(1, 1000, size=300).astype(np.uint16)
+    b[::23] = 0
+    paths = [_flat(tmp_path / "a.bin", a), _flat(tmp_path / "b.bin", b)]
+    tokens = np.concatenate([a, b]).astype(np.int64)
+    seq_len = 16
+    args = dict(seq_len=seq_len, batch_size=4, eos_token=0, num_threads=2)
+    keep = [dict(x) for x in feedline.TokenLoader(paths, **args)]
+    loader = feedline.TokenLoader(paths, mask_cross_document_labels=True, **args)
+    assert loader.stats()["tokens"]["mask_cross_document_labels"] is True
+    masked = [dict(x) for x in loader]
+    assert len(masked) == len(keep) == len(loader)
+    window = 0
+    for k, m in zip(keep, masked):
+        for key in ("input_ids", "position_ids", "document_ids", "cu_seqlens"):
+            assert torch.equal(k[key], m[key]), key
+        for r in range(m["labels"].shape[0]):
+            at = window * seq_len + 1 + np.arange(seq_len)  # the labels' token offsets
+            np.testing.assert_array_equal(k["labels"][r].numpy(), tokens[at])
+            cross = (tokens[at - 1] == 0) | (at == len(a))
+            want = np.where(cross, -100, tokens[at])
+            np.testing.assert_array_equal(m["labels"][r].numpy(), want, err_msg=f"window {window}")
+            window += 1
+    assert sum(int((m["labels"] == -100).sum()) for m in masked) > 40
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    del it
+    resumed = feedline.TokenLoader(paths, **args)
+    resumed.load_state_dict(state)
+    rest = [dict(x) for x in resumed]
+    assert len(rest) == len(keep) - 1
+    assert all(torch.equal(x["labels"], y["labels"]) for x, y in zip(rest, keep[1:]))
+
+
 def test_cu_seqlens_of_a_hand_made_batch():
     doc = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 2, 2, 2]])
     assert cu_seqlens(doc).tolist() == [0, 2, 5, 6, 7, 10]

@@ -121,6 +121,22 @@ TEST_F(TokenLoaderTest, ConcatBatchesAreTheEnginesOverTheWindowsPipeline) {
     // cu_seqlens hold every change of document id: nothing else.
     EXPECT_EQ(got[i].document_starts, StartsFromDocumentIds(got[i].document_ids)) << "row " << i;
   }
+
+  // cross_document_labels reaches the pipeline: the same rows as
+  // TokenWindowPipeline's with kIgnore, which differ from kKeep's.
+  o.cross_document_labels = CrossDocumentLabels::kIgnore;
+  auto ignoring = TokenLoader::Open({{a, b}}, o);
+  ASSERT_TRUE(ignoring.ok()) << ignoring.status().ToString();
+  const std::vector<Row> want_ignore = AllRows(
+      *TokenWindowPipeline(*corpus, kSeqLen, {}, CrossDocumentLabels::kIgnore), o.loader, kSeqLen);
+  const std::vector<Row> got_ignore = Take(**ignoring);
+  ASSERT_EQ(got_ignore.size(), want_ignore.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < got_ignore.size(); ++i) {
+    EXPECT_TRUE(SameRow(got_ignore[i], want_ignore[i])) << "row " << i;
+    differ += got_ignore[i].labels != got[i].labels ? 1 : 0;
+  }
+  EXPECT_GT(differ, 0u);
 }
 
 TEST_F(TokenLoaderTest, BestFitAndAFieldSubset) {

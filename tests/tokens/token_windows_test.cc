@@ -127,6 +127,75 @@ TEST_F(TokenWindowsTest, DocumentStartsAreTheDocumentIdChanges) {
   EXPECT_GT(multi, 10u);  // the test exercises boundaries inside windows
 }
 
+// CrossDocumentLabels::kIgnore: labels are -100 exactly where the label's
+// token starts a document of the corpus (after each eos, and the second
+// source's first token, which follows no eos), kKeep's label everywhere
+// else, and every other field as kKeep writes it. uint16 windows inside one
+// source take the fused pass, those across the source boundary and every
+// uint8 window the checked path; with no document field the starts are
+// looked up all the same.
+TEST_F(TokenWindowsTest, IgnoredCrossDocumentLabelsAreExactlyTheDocumentStarts) {
+  std::vector<int64_t> a, b;  // eos = 0
+  for (int64_t d = 0; d < 30; ++d) {
+    for (int64_t k = 0; k < 1 + d % 7; ++k) a.push_back(1 + (d * 5 + k) % 13);
+    a.push_back(0);
+  }
+  a.pop_back();  // a's last document runs into b: a source start, not an eos
+  for (int64_t k = 0; k < 90; ++k) b.push_back(k % 9 == 8 ? 0 : 1 + k % 11);
+  std::vector<int64_t> all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  std::vector<bool> starts(all.size(), false);
+  starts[0] = starts[a.size()] = true;
+  for (size_t i = 0; i + 1 < all.size(); ++i) starts[i + 1] = starts[i + 1] || all[i] == 0;
+  TokenSourceOptions so;
+  so.eos_token = 0;
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.num_threads = 2;
+  o.max_bytes = 64 << 20;
+  for (TokenDType dtype : {TokenDType::kUInt16, TokenDType::kUInt8}) {
+    if (dtype == TokenDType::kUInt16) {
+      WriteFlat<uint16_t>(Path("a.bin"), a);
+      WriteFlat<uint16_t>(Path("b.bin"), b);
+    } else {
+      WriteFlat<uint8_t>(Path("a.bin"), a);
+      WriteFlat<uint8_t>(Path("b.bin"), b);
+    }
+    so.flat_dtype = dtype;
+    auto corpus = Corpus({Path("a.bin"), Path("b.bin")}, so);
+    for (uint64_t seq_len : {5u, 16u}) {
+      for (const TokenFieldSet set : {TokenFieldSet{}, TokenFieldSet{false, false, false}}) {
+        const auto keep =
+            testing_tokens::AllRows(*TokenWindowPipeline(corpus, seq_len, set), o, seq_len);
+        const auto ignore = testing_tokens::AllRows(
+            *TokenWindowPipeline(corpus, seq_len, set, CrossDocumentLabels::kIgnore), o, seq_len);
+        const std::string at = std::string(TokenDTypeName(dtype)) + " seq_len " +
+                               std::to_string(seq_len) +
+                               (set.position_ids ? " every field" : " two");
+        ASSERT_EQ(keep.size(), (all.size() - 1) / seq_len) << at;
+        ASSERT_EQ(ignore.size(), keep.size()) << at;
+        size_t masked = 0;
+        for (size_t r = 0; r < keep.size(); ++r) {
+          const uint64_t begin = keep[r].id * seq_len;
+          EXPECT_EQ(ignore[r].input_ids, keep[r].input_ids) << at << " window " << r;
+          EXPECT_EQ(ignore[r].position_ids, keep[r].position_ids) << at << " window " << r;
+          EXPECT_EQ(ignore[r].document_ids, keep[r].document_ids) << at << " window " << r;
+          EXPECT_EQ(ignore[r].document_starts, keep[r].document_starts) << at << " window " << r;
+          for (uint64_t j = 0; j < seq_len; ++j) {
+            ASSERT_EQ(keep[r].labels[j], all[begin + j + 1]) << at << " window " << r << " j " << j;
+            const int64_t want = starts[begin + j + 1] ? -100 : all[begin + j + 1];
+            EXPECT_EQ(ignore[r].labels[j], want) << at << " window " << r << " j " << j;
+            masked += starts[begin + j + 1] ? 1 : 0;
+          }
+        }
+        // Each start after the first is some window's label once: the
+        // source boundary, the eos-started documents, the last label too.
+        EXPECT_GT(masked, 30u) << at;
+      }
+    }
+  }
+}
+
 // Every TokenFieldSet, concat and best fit: the pipeline's fields are
 // input_ids, labels and the chosen ones in order, and each holds what the
 // full pipeline's does, row for row.
