@@ -378,6 +378,40 @@ TEST(TunerLoaderTest, StaysWithinTheRamBudgetAndGrowsTheRingForAHoardingConsumer
   EXPECT_EQ(loader->Metrics().tuner.ring_depth, 6u);
 }
 
+// docs/engine.md, "Wake-ups in groups": an auto ring grows for a starved
+// consumer of fast batches until its wake-ups can come in full groups (the
+// batches it holds, one in production, 4 complete: 5 buffers here, where
+// Next releases the batch it replaces before it waits; 6 for a Python loop
+// that keeps its last batch), within the budget; a fixed ring stays as set.
+// Batches of 2 samples of 50 us on one
+// worker come ~0.1-0.3 ms apart, under the 1 ms that groups need, and a
+// loop that only drains waits for every one.
+TEST(TunerLoaderTest, AnAutoRingGrowsForWakeUpsInGroupsWithinTheBudget) {
+  const uint64_t batch_bytes = 2 * 1024 * 4;
+  for (const uint32_t room : {32u, 4u}) {
+    LoaderOptions o = AutoOptions(2, 1);
+    o.num_threads = 1;
+    o.max_bytes = room * batch_bytes + 4096;
+    auto loader = testing::MustCreate(SleepPipeline(100000, std::chrono::microseconds(50)), o);
+    Consume(*loader, 300, std::chrono::microseconds(0));
+    const MetricsSnapshot m = loader->Metrics();
+    if (room == 4) {
+      EXPECT_EQ(m.tuner.ring_depth, 4u);  // the budget's, not the groups'
+    } else {
+      EXPECT_GE(m.tuner.ring_depth, 5u);
+    }
+    EXPECT_TRUE(Logged(*loader, "room for wake-ups in groups")) << "room " << room;
+    EXPECT_LE(m.tuner.peak_charged_bytes, o.max_bytes);
+  }
+  LoaderOptions fixed = AutoOptions(2, 1);
+  fixed.num_threads = 1;
+  fixed.ring_depth = 3;
+  auto loader = testing::MustCreate(SleepPipeline(100000, std::chrono::microseconds(50)), fixed);
+  Consume(*loader, 300, std::chrono::microseconds(0));
+  EXPECT_EQ(loader->Metrics().tuner.ring_depth, 3u);
+  EXPECT_FALSE(Logged(*loader, "room for wake-ups in groups"));
+}
+
 TEST(TunerLoaderTest, AnAutoRingNeedsRoomForTwoBatches) {
   LoaderOptions o = AutoOptions(16, 2);
   o.max_bytes = 16 * 1024 * 4 + 100;  // one batch
