@@ -48,7 +48,7 @@ inline constexpr int64_t kStallPollNs = 50'000'000;
 // Wake-ups in groups (LoaderCore::wake_group_): at most kWakeGroupMax
 // batches per wake-up, for batches that come less than
 // kGroupMaxIntervalNs apart; a complete front waits at most kGroupWaitNs.
-inline constexpr uint32_t kWakeGroupMax = 4;
+inline constexpr uint32_t kWakeGroupMax = 8;
 inline constexpr int64_t kGroupMaxIntervalNs = 1'000'000;
 inline constexpr int64_t kGroupWaitNs = 2'000'000;
 inline constexpr size_t kTunerLogLines = 32;
