@@ -126,7 +126,7 @@ class BestFitState final : public OpState {
   std::vector<int32_t> row_starts;
 };
 
-constexpr int64_t kIgnoreIndex = -100;  // torch's cross_entropy ignore_index
+using tokens::detail::kIgnoreIndex;
 
 class BestFitOp final : public tokens::detail::TokenSequenceOp {
  public:

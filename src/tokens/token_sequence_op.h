@@ -15,6 +15,9 @@
 
 namespace feedline::tokens::detail {
 
+// A label no loss is taken on: torch's cross_entropy ignore_index.
+inline constexpr int64_t kIgnoreIndex = -100;
+
 class TokenSequenceOp : public SampleOp {
  public:
   std::string_view name() const override { return "tokens"; }

@@ -169,9 +169,10 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
   // the token after the window starts a document. O(documents), after the
   // fields are written, so the fused pass stays as it is.
   void IgnoreCrossLabels(int64_t* labels, size_t segments, const WindowState& st) const {
+    using tokens::detail::kIgnoreIndex;
     if (!ignore_cross_) return;
-    for (size_t k = 1; k < segments; ++k) labels[st.row_starts[k] - 1] = kIgnoreLabel;
-    if (st.next_starts) labels[seq_len_ - 1] = kIgnoreLabel;
+    for (size_t k = 1; k < segments; ++k) labels[st.row_starts[k] - 1] = kIgnoreIndex;
+    if (st.next_starts) labels[seq_len_ - 1] = kIgnoreIndex;
   }
 
   // The window's segments (row_starts[0, n), the first 0), or 0 when the
@@ -212,7 +213,6 @@ class TokenWindowOp final : public tokens::detail::TokenSequenceOp {
   }
 
   std::shared_ptr<const TokenCorpus> corpus_;
-  static constexpr int64_t kIgnoreLabel = -100;
   uint64_t seq_len_;
   tokens::detail::TokenFieldIndex index_;
   bool ignore_cross_;  // CrossDocumentLabels::kIgnore
