@@ -383,12 +383,13 @@ Status LoaderCore::Next(Batch* batch, bool* end_of_epoch, int64_t deadline_ns, b
         }
         wait_ns = wait_ns < 0 ? left : std::min(wait_ns, left);
       }
-      // An auto ring grows, a buffer per wait and within the budget, until
-      // a starved consumer's wake-ups can come in full groups: its default
-      // of 3 leaves a loop that holds its last batch no group at all.
+      // An auto ring grows, a buffer per wait and within the budget (by the
+      // tuner's rule: buffers allowed count as allocated), until a starved
+      // consumer's wake-ups can come in full groups: its default of 3 leaves
+      // a loop that holds its last batch no group at all.
       if (grouped && par_.ring_auto && ring_depth_ < buffers_out_ + 1 + kWakeGroupMax &&
           ring_depth_ < max_ring_depth_ &&
-          ChargedBytes() + layout_->total_bytes <= options_.max_bytes) {
+          ChargedFor(active_threads_, ring_depth_ + 1, buffers_allocated_) <= options_.max_bytes) {
         ++ring_depth_;
         Log("ring " + std::to_string(ring_depth_ - 1) + " -> " + std::to_string(ring_depth_) +
             ": room for wake-ups in groups");

@@ -102,6 +102,16 @@ uint64_t LoaderCore::ScratchBytes(uint64_t* per_thread_max) const {
   return sum;
 }
 
+uint64_t LoaderCore::ChargedFor(uint32_t threads, uint32_t ring, uint32_t allocated) const {
+  uint64_t per_thread = 0;
+  uint64_t c = uint64_t{std::max(ring, allocated)} * layout_->total_bytes + par_.reserved_bytes +
+               ScratchBytes(&per_thread);
+  for (uint32_t w = 0; w < threads && w < num_threads_; ++w) {
+    if (counters_[w]->scratch_bytes.load(std::memory_order_relaxed) == 0) c += per_thread;
+  }
+  return c;
+}
+
 uint64_t LoaderCore::ChargedBytes() const {
   return uint64_t{buffers_allocated_} * layout_->total_bytes + par_.reserved_bytes +
          ScratchBytes(nullptr);
@@ -120,20 +130,13 @@ detail::TunerConfig LoaderCore::Apply(const detail::TunerConfig& from, detail::T
   // The RAM budget, one rule for every increase: what is charged now, plus
   // the new buffers, plus the scratch of workers that never ran (charged
   // like the largest seen; a parked worker's scratch is already counted).
-  uint64_t per_thread = 0;
-  const uint64_t scratch_now = ScratchBytes(&per_thread);
-  const uint64_t batch = layout_->total_bytes;
   uint32_t allocated = 0;
   {
     MutexLock l(&mu_);
     allocated = buffers_allocated_;
   }
   auto charged = [&](uint32_t threads, uint32_t ring) {
-    uint64_t c = uint64_t{std::max(ring, allocated)} * batch + par_.reserved_bytes + scratch_now;
-    for (uint32_t w = 0; w < threads && w < num_threads_; ++w) {
-      if (counters_[w]->scratch_bytes.load(std::memory_order_relaxed) == 0) c += per_thread;
-    }
-    return c;
+    return ChargedFor(threads, ring, allocated);
   };
   std::string trimmed;
   while (to.ring_depth > from.ring_depth &&

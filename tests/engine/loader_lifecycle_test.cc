@@ -339,7 +339,7 @@ TEST(LoaderLifecycleTest, ManyEpochsWithASlowConsumerHoldAPlateau) {
 
 // docs/engine.md, "Wake-ups in groups": a consumer that drains faster than
 // the workers produce sleeps until several batches are complete (ring 4: a
-// pair; ring 6: groups of 4; ring 9: groups of 8).
+// group of 3, ring 6: of 5, ring 9: of 8).
 // Whatever the scheduling, it gets the same batches in the same order as a
 // consumer whose ring is too small for groups (ring 2), across epochs with
 // a partial last batch (51 batches: no group size divides them), at one
@@ -362,7 +362,7 @@ TEST(LoaderLifecycleTest, AStarvedConsumerGetsTheSameBatchesWhenWakeUpsComeInGro
 // A batch that is complete is not lost behind the rest of its group that
 // never completes: with a stall in batch 30, a starved consumer still
 // receives batches 0..29, then the stall error naming the sample (ring 9:
-// groups of up to 8, so batch 30 is never the first of one).
+// groups of up to 8, so batch 30 is usually not the first of one).
 TEST(LoaderLifecycleTest, AReadyBatchIsDeliveredBeforeAStallInTheBatchAfterIt) {
   std::atomic<bool> block{true};
   LoaderOptions o = Options(1, 4, 9);

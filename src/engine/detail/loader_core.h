@@ -133,6 +133,10 @@ class LoaderCore final : public detail::BufferHome,
   detail::TunerConfig Apply(const detail::TunerConfig& from, detail::TunerConfig to,
                             std::vector<std::string> why) EXCLUDES(mu_);
   uint64_t ScratchBytes(uint64_t* per_thread_max) const;
+  // The RAM budget's one rule for every increase: `ring` buffers (or those
+  // allocated, if more), the reserved bytes, the scratch seen, and for each
+  // of the first `threads` workers that never ran the largest scratch seen.
+  uint64_t ChargedFor(uint32_t threads, uint32_t ring, uint32_t allocated) const;
   // Every op's read-ahead, summed (the tuner sizes it when there is one).
   ReadAheadMetrics ReadAheadSum() const;
   uint64_t ChargedBytes() const REQUIRES(mu_);
