@@ -69,7 +69,7 @@ void BM_Resample(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 224 * 224);
   state.SetLabel(reference ? "reference" : image::ResampleTargetName());
 }
-BENCHMARK(BM_Resample)->ArgsProduct({{0, 1}, {0, 1, 2}, {300, 450}});
+BENCHMARK(BM_Resample)->ArgsProduct({{0, 1}, {0, 1, 2}, {160, 300, 450}});
 
 }  // namespace
 }  // namespace feedline

@@ -162,8 +162,13 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
     plan->max_index = std::max(plan->max_index, xmin + xmax);
   }
   // 14 fractional bits: bicubic's largest weight (1.0) and its negative lobes
-  // fit int16, and 255 * sum(|w|) * 2^14 fits the int32 accumulator.
-  plan->pair_count = (taps + 1) / 2;
+  // fit int16, and 255 * sum(|w|) * 2^14 fits the int32 accumulator. Pairs
+  // cover the most taps any output uses, not the bound `taps`: the SIMD
+  // kernels run every output for pair_count pairs, and an upscale's outputs
+  // use 2 of the 3 taps (1 pair, not 2), a downscale by 1..1.5 uses 3 of 5.
+  const int32_t most =
+      out_size == 0 ? 0 : *std::max_element(plan->count.begin(), plan->count.end());
+  plan->pair_count = static_cast<uint32_t>(most + 1) / 2;
   plan->pairs.assign(size_t{out_size} * plan->pair_count * 4, 0);
   auto q = [](float weight) {
     return static_cast<uint16_t>(static_cast<int16_t>(std::lround(weight * 16384.0f)));

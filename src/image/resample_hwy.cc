@@ -26,7 +26,8 @@ using D16 = hn::Repartition<int16_t, D32>;
 using V32 = hn::Vec<D32>;
 
 // One vector of output pixels x.. of a channel: the vertical sum of `count`
-// rows, rounded, shifted and clamped to 0..255 (as int32 lanes).
+// rows, rounded and shifted (int32 lanes; not yet clamped to 0..255: the
+// uint8 output's DemoteTo saturates, the float outputs clamp).
 HWY_INLINE V32 VerticalSum(const uint8_t* base, uint32_t ow, int32_t count,
                            const int32_t* pair_weights, uint32_t pair_count) {
   const D32 d32;
@@ -58,7 +59,7 @@ HWY_INLINE V32 VerticalSum(const uint8_t* base, uint32_t ow, int32_t count,
 #else
   const V32 v = hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));
 #endif
-  return hn::Min(hn::Max(v, hn::Zero(d32)), hn::Set(d32, 255));
+  return v;  // the demotions to 8 bits saturate: no clamp here
 }
 
 // bfloat16 bits of f, round to nearest even (NaN stays NaN).
@@ -127,7 +128,8 @@ void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_
     hn::Vec<DF> f[3];
     if (format.dtype != DType::kUInt8) {
       for (int c = 0; c < 3; ++c) {
-        f[c] = hn::MulAdd(hn::ConvertTo(df, v[c]), hn::Set(df, format.mul[c]),
+        const V32 clamped = hn::Min(hn::Max(v[c], hn::Zero(d32)), hn::Set(d32, 255));
+        f[c] = hn::MulAdd(hn::ConvertTo(df, clamped), hn::Set(df, format.mul[c]),
                           hn::Set(df, format.add[c]));
       }
     }
@@ -247,6 +249,42 @@ HWY_INLINE int32_t PixelBits(const uint8_t* row, size_t cols, size_t k) {
 }
 #endif
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+using D8 = hn::Repartition<uint8_t, D32>;
+
+// The 16 bytes at row_of[i] + offset for each row i of a horizontal group,
+// row i in 128-bit block i.
+HWY_INLINE hn::Vec<D8> LoadRowBlocks(const uint8_t* const* row_of, size_t offset) {
+  const hn::Full128<uint8_t> d1;
+#if HWY_TARGET == HWY_SSE4
+  return hn::LoadU(d1, row_of[0] + offset);
+#else
+  const hn::Full256<uint8_t> d2;
+  const auto low =
+      hn::Combine(d2, hn::LoadU(d1, row_of[1] + offset), hn::LoadU(d1, row_of[0] + offset));
+#if HWY_TARGET == HWY_AVX2
+  return low;
+#else
+  const auto high =
+      hn::Combine(d2, hn::LoadU(d1, row_of[3] + offset), hn::LoadU(d1, row_of[2] + offset));
+  return hn::Combine(D8(), high, low);
+#endif
+#endif
+}
+
+// Per 128-bit block: the 8 int16 of a, then the 8 of b, each saturated to
+// 0..255 (x86's packus; Highway 1.0 has no two-input demotion to 8 bits).
+HWY_INLINE hn::Vec<D8> PackU8(hn::Vec<D16> a, hn::Vec<D16> b) {
+#if HWY_TARGET == HWY_SSE4
+  return hn::Vec<D8>{_mm_packus_epi16(a.raw, b.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  return hn::Vec<D8>{_mm256_packus_epi16(a.raw, b.raw)};
+#else
+  return hn::Vec<D8>{_mm512_packus_epi16(a.raw, b.raw)};
+#endif
+}
+#endif  // x86
+
 void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
                     int32_t col_begin, bool flip, void* pair_scratch, uint8_t* r_plane,
                     uint8_t* g_plane, uint8_t* b_plane, size_t plane_stride) {
@@ -300,13 +338,39 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
              shuffle1 = hn::Load(d8x16, kPairShuffle[1]);
   const auto shuffle2 = hn::Load(d8x16, kPairShuffle[2]),
              shuffle3 = hn::Load(d8x16, kPairShuffle[3]);
+  const uint8_t* row_of[4];
+  for (size_t i = 0; i < group && i < 4; ++i)
+    row_of[i] = row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
+  // Four pairs per 16-byte load while the load stays inside the row (the
+  // pair of pixel k reads pixel k + 1: up to pixel k0 + 4, byte 14).
+  size_t k_split = 0;
+  while (3 * k_split + 16 <= 3 * cols) k_split += 4;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+  // x86: the 16 bytes of every row of the group in one vector (row i in
+  // block i), so that each byte shuffle and each store makes pair k of all
+  // the rows at once (the shuffles work within 128-bit blocks). The scratch
+  // is 16-byte aligned: unaligned stores.
+  {
+    const D8 d8;
+    const auto sh0 = hn::LoadDup128(d8, kPairShuffle[0]), sh1 = hn::LoadDup128(d8, kPairShuffle[1]);
+    const auto sh2 = hn::LoadDup128(d8, kPairShuffle[2]), sh3 = hn::LoadDup128(d8, kPairShuffle[3]);
+    const size_t step = group * 8;
+    for (size_t k = 0; k < k_split; k += 4) {
+      const auto bytes = LoadRowBlocks(row_of, 3 * k);
+      int16_t* dst = pairs + k * step;
+      hn::StoreU(hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, sh0)), d16, dst);
+      hn::StoreU(hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, sh1)), d16, dst + step);
+      hn::StoreU(hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, sh2)), d16, dst + 2 * step);
+      hn::StoreU(hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, sh3)), d16, dst + 3 * step);
+    }
+  }
+#endif
   for (size_t i = 0; i < group; ++i) {
     const uint8_t* row =
         row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
-    // Four pairs per 16-byte load while the load stays inside the row (the
-    // pair of pixel k reads pixel k + 1: up to pixel k0 + 4, byte 14).
     size_t k = 0;
-    for (; 3 * k + 16 <= 3 * cols; k += 4) {
+#if !(HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4)
+    for (; k < k_split; k += 4) {
       const auto bytes = hn::LoadU(d8x16, row + 3 * k);
       int16_t* dst = pairs + k * group * 8 + i * 8;
       const size_t step = group * 8;
@@ -317,6 +381,9 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
       hn::Store(hn::BitCast(d16x8, hn::TableLookupBytesOr0(bytes, shuffle3)), d16x8,
                 dst + 3 * step);
     }
+#else
+    k = k_split;
+#endif
     auto cur = hn::BitCast(d8x16, hn::Set(d32x4, PixelBits(row, cols, k)));
     for (; k < n; ++k) {
       const auto next = hn::BitCast(d8x16, hn::Set(d32x4, PixelBits(row, cols, k + 1)));
@@ -328,7 +395,8 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
   }
   // The 8-bit sums of output x for every row of the group: 4 bytes per row
   // (R, G, B, -).
-  const auto sums_of = [&](uint32_t x) {
+  // (int32 lanes R, G, B, - per row, rounded and shifted, not yet clamped).
+  const auto wide_sums_of = [&](uint32_t x) {
     const int16_t* p = pairs + static_cast<size_t>(h.start[x] - col_begin) * group * 8;
     const int16_t* w = reinterpret_cast<const int16_t*>(&h.pairs[size_t{x} * pc * 4]);
     V32 sum0 = hn::Set(d32, 1 << 13), sum1 = hn::Zero(d32);
@@ -337,11 +405,46 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
       const auto wj = hn::LoadDup128(d16, w + size_t{j} * 8);
       sum0 = hn::ReorderWidenMulAccumulate(d32, pj, wj, sum0, sum1);
     }
-    const V32 v = hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));
-    return hn::DemoteTo(du8, hn::Min(hn::Max(v, hn::Zero(d32)), hn::Set(d32, 255)));
+    return hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));
   };
+  // DemoteTo saturates to 0..255 (Pillow's clip).
+  const auto sums_of = [&](uint32_t x) { return hn::DemoteTo(du8, wide_sums_of(x)); };
   HWY_ALIGN uint8_t out[4][64] = {};
   uint32_t x = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+  {
+    // Eight outputs at a time, transposed in registers. Per 128-bit block
+    // (one row), the saturating packs of outputs q = 0..3 give the bytes
+    // (q, channel); a byte shuffle makes them (channel, q), mirrored when
+    // `flip`, and the 32-bit interleave of two such sets gives 8 R, 8 G and
+    // 8 B bytes: three 8-byte stores per row.
+    const D8 d8;
+    alignas(16) static constexpr uint8_t kByChannel[2][16] = {
+        {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15},
+        {12, 8, 4, 0, 13, 9, 5, 1, 14, 10, 6, 2, 15, 11, 7, 3}};
+    const auto by_channel = hn::LoadDup128(d8, kByChannel[flip ? 1 : 0]);
+    const auto four = [&](uint32_t x0) {
+      const auto p01 = hn::ReorderDemote2To(d16, wide_sums_of(x0), wide_sums_of(x0 + 1));
+      const auto p23 = hn::ReorderDemote2To(d16, wide_sums_of(x0 + 2), wide_sums_of(x0 + 3));
+      return hn::TableLookupBytes(PackU8(p01, p23), by_channel);
+    };
+    const hn::Repartition<uint32_t, D8> du32;
+    HWY_ALIGN uint8_t rg[hn::MaxLanes(d8)], bx[hn::MaxLanes(d8)];
+    for (; x + 8 <= ow; x += 8) {
+      const auto a = hn::BitCast(du32, four(x)), b = hn::BitCast(du32, four(x + 4));
+      // Mirrored, the second four come first.
+      const auto lo = flip ? b : a, hi = flip ? a : b;
+      hn::Store(hn::BitCast(d8, hn::InterleaveLower(du32, lo, hi)), d8, rg);
+      hn::Store(hn::BitCast(d8, hn::InterleaveUpper(du32, lo, hi)), d8, bx);
+      const uint32_t ox = flip ? ow - 8 - x : x;
+      for (size_t i = 0; i < rows; ++i) {
+        std::memcpy(r_plane + i * plane_stride + ox, rg + 16 * i, 8);
+        std::memcpy(g_plane + i * plane_stride + ox, rg + 16 * i + 8, 8);
+        std::memcpy(b_plane + i * plane_stride + ox, bx + 16 * i, 8);
+      }
+    }
+  }
+#endif
   if (group <= 4) {
     // Four outputs at a time, transposed so that each row's R, G and B of
     // the four land in one 32-bit store each (instead of twelve byte
