@@ -169,17 +169,19 @@ void PlanAxis(Interpolation interpolation, uint32_t in_size, double in0, double 
   const int32_t most =
       out_size == 0 ? 0 : *std::max_element(plan->count.begin(), plan->count.end());
   plan->pair_count = static_cast<uint32_t>(most + 1) / 2;
-  plan->pairs.assign(size_t{out_size} * plan->pair_count * 4, 0);
+  plan->pairs.resize(size_t{out_size} * plan->pair_count);
+  // std::lround's rounding (half away from zero), inline: in double, where
+  // adding 0.5 to a float is exact.
   auto q = [](float weight) {
-    return static_cast<uint16_t>(static_cast<int16_t>(std::lround(weight * 16384.0f)));
+    const double x = double{weight} * 16384.0;
+    return static_cast<uint16_t>(static_cast<int16_t>(x < 0 ? x - 0.5 : x + 0.5));
   };
   for (uint32_t i = 0; i < out_size; ++i) {
     const float* wi = &plan->weights[size_t{i} * taps];
     for (size_t j = 0; j < plan->pair_count; ++j) {
       const uint16_t lo = q(wi[2 * j]), hi = 2 * j + 1 < taps ? q(wi[2 * j + 1]) : 0;
-      const auto packed = static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
-      for (int lane = 0; lane < 4; ++lane)
-        plan->pairs[(size_t{i} * plan->pair_count + j) * 4 + lane] = packed;
+      plan->pairs[size_t{i} * plan->pair_count + j] =
+          static_cast<int32_t>(uint32_t{lo} | uint32_t{hi} << 16);
     }
   }
 }
@@ -261,8 +263,8 @@ void ResampleImpl(const RgbSource& src, const AxisPlan& h, const AxisPlan& v, bo
   if (fixed_point) {
     for (uint32_t y = 0; y < oh; ++y) {
       const uint8_t* first = planes + static_cast<size_t>(v.start[y] - row_begin) * ow;
-      VerticalConvertRow(first, plane, ow, oh, y, v.count[y],
-                         &v.pairs[size_t{y} * v.pair_count * 4], v.pair_count, format, out);
+      VerticalConvertRow(first, plane, ow, oh, y, v.count[y], &v.pairs[size_t{y} * v.pair_count],
+                         v.pair_count, format, out);
     }
     FlushStreamingStores();
     return;

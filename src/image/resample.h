@@ -31,10 +31,9 @@ struct AxisPlan {
   std::vector<int32_t> count;  // source pixels used per output
   std::vector<float> weights;  // out_size * taps, zero-padded
   // The same weights in 14-bit fixed point, two int16 per int32 (taps 2j
-  // and 2j+1, low half first), repeated 4 times so that each pair loads as
-  // one 16-byte vector: pair_count * 4 int32 per output, for multiply-add
-  // instructions that take two taps at once. pair_count covers the largest
-  // count (not taps), rounded up to whole pairs.
+  // and 2j+1, low half first): pair_count int32 per output, for multiply-add
+  // instructions that take two taps at once (the kernels broadcast each).
+  // pair_count covers the largest count (not taps), in whole pairs.
   uint32_t pair_count = 0;
   std::vector<int32_t> pairs;
   int32_t min_index = 0;  // smallest source index used

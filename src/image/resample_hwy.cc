@@ -44,13 +44,13 @@ HWY_INLINE V32 VerticalSum(const uint8_t* base, uint32_t ow, int32_t count,
     const V32 b = hn::PromoteTo(d32, hn::LoadU(du8, rb));
 #if HWY_TARGET == HWY_SCALAR
     // One lane: no int16 pairs to multiply-add; the same sums in int32.
-    const int32_t w = pair_weights[size_t{j} * 4];
+    const int32_t w = pair_weights[j];
     const auto wa = hn::Set(d32, static_cast<int16_t>(w & 0xFFFF)), wb = hn::Set(d32, w >> 16);
     sum0 = hn::Add(sum0, hn::Add(hn::Mul(a, wa), hn::Mul(b, wb)));
 #else
     const D16 d16;
     const auto ab = hn::BitCast(d16, hn::Or(a, hn::ShiftLeft<16>(b)));
-    const auto w = hn::BitCast(d16, hn::Set(d32, pair_weights[size_t{j} * 4]));
+    const auto w = hn::BitCast(d16, hn::Set(d32, pair_weights[j]));
     sum0 = hn::ReorderWidenMulAccumulate(d32, ab, w, sum0, sum1);
 #endif
   }
@@ -297,7 +297,7 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
     for (uint32_t x = 0; x < ow; ++x) {
       int32_t acc[3] = {1 << 13, 1 << 13, 1 << 13};
       for (uint32_t j = 0; j < pc; ++j) {
-        const int32_t w = h.pairs[(size_t{x} * pc + j) * 4];
+        const int32_t w = h.pairs[size_t{x} * pc + j];
         const int32_t w0 = static_cast<int16_t>(w & 0xFFFF), w1 = w >> 16;
         const size_t k = static_cast<size_t>(h.start[x] - col_begin) + 2 * j;
         for (int c = 0; c < 3; ++c) {
@@ -398,11 +398,11 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
   // (int32 lanes R, G, B, - per row, rounded and shifted, not yet clamped).
   const auto wide_sums_of = [&](uint32_t x) {
     const int16_t* p = pairs + static_cast<size_t>(h.start[x] - col_begin) * group * 8;
-    const int16_t* w = reinterpret_cast<const int16_t*>(&h.pairs[size_t{x} * pc * 4]);
+    const int32_t* w = &h.pairs[size_t{x} * pc];
     V32 sum0 = hn::Set(d32, 1 << 13), sum1 = hn::Zero(d32);
     for (uint32_t j = 0; j < pc; ++j) {
       const auto pj = hn::LoadU(d16, p + size_t{2} * j * group * 8);
-      const auto wj = hn::LoadDup128(d16, w + size_t{j} * 8);
+      const auto wj = hn::BitCast(d16, hn::Set(d32, w[j]));
       sum0 = hn::ReorderWidenMulAccumulate(d32, pj, wj, sum0, sum1);
     }
     return hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));

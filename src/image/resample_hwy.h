@@ -19,7 +19,7 @@ namespace feedline::image {
 // The vertical pass of output row `y` fused with the output conversion:
 // for each channel c, the `count` rows of 8-bit plane c starting at
 // first + c * plane (rows `ow` bytes apart), weighted by `pair_count` int32
-// pairs of 14-bit weights (AxisPlan::pairs, the first of each 4 copies),
+// pairs of 14-bit weights (output y's AxisPlan::pairs),
 // rounded to 8 bits, then value * format.mul[c] + format.add[c] in
 // format.dtype written to row y of `out` (an ow x oh image in
 // format.layout). Reads up to 63 bytes past the end of each plane row.
