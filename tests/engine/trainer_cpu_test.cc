@@ -225,7 +225,9 @@ TEST(TrainerCoresLoaderTest, TheCpuTheLoopBurnsBetweenBatchesIsMeasured) {
   std::printf(
       "sleeping step: %.2f cores while stepping, %.2f on average, %u threads while it steps\n",
       sleeping.trainer_step_cores, sleeping.trainer_cpu_cores, sleeping.effective_cpu_budget);
-  for (const std::string& line : burning.log) std::printf("  %s\n", line.c_str());
+  // Both tuner logs: a failure below is then diagnosable from the test's output.
+  for (const std::string& line : burning.log) std::printf("  burning: %s\n", line.c_str());
+  for (const std::string& line : sleeping.log) std::printf("  sleeping: %s\n", line.c_str());
   ASSERT_GT(burning.windows, 0u);
   ASSERT_GT(sleeping.windows, 0u);
   // An auto budget is every core; the workers get at least one while the
