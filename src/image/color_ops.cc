@@ -326,6 +326,10 @@ class Pipeline {
           std::array<float, 256> fl;
           for (int v = 0; v < 256; ++v) fl[v] = static_cast<float>(l[v]) * f.mul[c] + f.add[c];
           float* o = static_cast<float*>(out) + base;
+          if (!reference_ && chw) {
+            PlaneThroughTable(p, n_, fl.data(), o);
+            break;
+          }
           for (size_t i = 0; i < n_; ++i) o[i * step] = fl[p[i]];
           break;
         }

@@ -273,6 +273,15 @@ void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) 
   for (; i < n; ++i) out[i] = static_cast<float>(p[i]) * mul + add;
 }
 
+void PlaneThroughTable(const uint8_t* p, size_t n, const float* table, float* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::GatherIndex(df, table, LoadBytes(p + i)), df, out + i);
+  for (; i < n; ++i) out[i] = table[p[i]];
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace feedline::image
 HWY_AFTER_NAMESPACE();
@@ -289,6 +298,7 @@ HWY_EXPORT(WidenRow);
 HWY_EXPORT(BlurRow);
 HWY_EXPORT(BlurColumns);
 HWY_EXPORT(PlaneToFloat);
+HWY_EXPORT(PlaneThroughTable);
 
 void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, float one_minus) {
   HWY_DYNAMIC_DISPATCH(SaturatePlanes)(r, g, b, n, ratio, one_minus);
@@ -322,6 +332,10 @@ void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* 
 void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w,
                  uint8_t* out) {
   HWY_DYNAMIC_DISPATCH(BlurColumns)(rows, k, taps, w, out);
+}
+
+void PlaneThroughTable(const uint8_t* p, size_t n, const float* table, float* out) {
+  HWY_DYNAMIC_DISPATCH(PlaneThroughTable)(p, n, table, out);
 }
 
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {

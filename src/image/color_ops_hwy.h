@@ -50,6 +50,9 @@ void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32
 // out[i] = float(p[i]) * mul + add: the float32 output conversion of one
 // plane through an identity table.
 void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out);
+// out[i] = table[p[i]] (256 entries): the float32 output conversion of one
+// plane through a pending table, the table's values already converted.
+void PlaneThroughTable(const uint8_t* p, size_t n, const float* table, float* out);
 
 }  // namespace feedline::image
 

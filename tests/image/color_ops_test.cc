@@ -87,10 +87,11 @@ TEST(ColorOpsTest, FusedChainEqualsOneStepAtATimeOnOddSizes) {
 }
 
 // The SIMD kernels (color_ops_hwy.h: saturation, grayscale, contrast's mean,
-// sharpness, hue, the blur's passes, the float32 CHW conversion) write the scalar reference's bytes
-// on every compiled target: odd sizes down to 1x1, sizes around a vector's
-// width, full-range noise, flat extremes and three-level images (ties), factors that clamp at both
-// ends, each op alone, after a table op (the flushed table) and chained, into every output format.
+// sharpness, hue, the blur's passes, the float32 CHW conversion, also through a pending table)
+// write the scalar reference's bytes on every compiled target: odd sizes down to 1x1, sizes around
+// a vector's width, full-range noise, flat extremes and three-level images (ties), factors that
+// clamp at both ends, each op alone, after a table op (the flushed table) and chained, into every
+// output format.
 TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
   using K = PixelStepKind;
   const std::vector<std::vector<PixelStep>> lists = {
@@ -119,6 +120,9 @@ TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
       {{K::kHue, 0.5}},
       {{K::kBrightness, 0.8}, {K::kHue, 0.31}},
       {{K::kBrightness, 1.2}, {K::kContrast, 0.8}, {K::kSaturation, 1.3}, {K::kHue, -0.2}},
+      // Table ops only: the table is still pending at the conversion.
+      {{K::kBrightness, 1.3}},
+      {{K::kPosterize, 3}, {K::kSolarize, 100}, {K::kInvert}},
   };
   std::vector<OutputFormat> formats(4);
   formats[0].dtype = DType::kFloat32;  // CHW: the SIMD conversion
