@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hwy/cache_control.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "src/image/color_ops_pixel.h"
@@ -263,22 +264,37 @@ void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32
   }
 }
 
-void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {
+// Writes the vectors make(i) to out[i..] for every whole vector of n, with
+// streaming stores where out is vector-aligned (a batch slot: a batch is far
+// larger than the caches, so reading its lines in before overwriting them
+// is wasted bandwidth, as in the resampler's output), then fences them.
+// Returns the index of the first element left to the caller.
+template <class Make>
+HWY_INLINE size_t StreamPlane(size_t n, float* out, const Make& make) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
-  const VF vm = hn::Set(df, mul), va = hn::Set(df, add);
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes)
-    hn::StoreU(hn::Add(hn::Mul(LoadFloats(p + i), vm), va), df, out + i);
+  if (reinterpret_cast<uintptr_t>(out) % (lanes * sizeof(float)) == 0) {
+    for (; i + lanes <= n; i += lanes) hn::Stream(make(i), df, out + i);
+    hwy::FlushStream();
+  } else {
+    for (; i + lanes <= n; i += lanes) hn::StoreU(make(i), df, out + i);
+  }
+  return i;
+}
+
+void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out) {
+  const DF df;
+  const VF vm = hn::Set(df, mul), va = hn::Set(df, add);
+  size_t i =
+      StreamPlane(n, out, [&](size_t at) { return hn::Add(hn::Mul(LoadFloats(p + at), vm), va); });
   for (; i < n; ++i) out[i] = static_cast<float>(p[i]) * mul + add;
 }
 
 void PlaneThroughTable(const uint8_t* p, size_t n, const float* table, float* out) {
   const DF df;
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes)
-    hn::StoreU(hn::GatherIndex(df, table, LoadBytes(p + i)), df, out + i);
+  size_t i =
+      StreamPlane(n, out, [&](size_t at) { return hn::GatherIndex(df, table, LoadBytes(p + at)); });
   for (; i < n; ++i) out[i] = table[p[i]];
 }
 
