@@ -72,6 +72,16 @@ PixelStep Warp(bool rotate, WarpInterpolation interpolation, bool fill) {
   return s;
 }
 
+// RandAugment's TranslateX/Y: whole pixels, NEAREST, filled.
+PixelStep Translate(double x, double y) {
+  PixelStep s;
+  s.kind = PixelStepKind::kAffine;
+  s.translate_x = x, s.translate_y = y;
+  s.interpolation = WarpInterpolation::kNearest;
+  s.has_fill = true;
+  return s;
+}
+
 const std::vector<Case>& Cases() {
   using K = PixelStepKind;
   static const std::vector<Case> cases = {
@@ -100,6 +110,7 @@ const std::vector<Case>& Cases() {
       {"rotate_nearest", {Warp(true, WarpInterpolation::kNearest, false)}},
       {"rotate_bilinear", {Warp(true, WarpInterpolation::kBilinear, true)}},
       {"affine_bilinear", {Warp(false, WarpInterpolation::kBilinear, true)}},
+      {"translate_nearest", {Translate(30, -12)}},
   };
   return cases;
 }
@@ -124,7 +135,7 @@ void BM_PixelOp(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kSide * kSide);
   state.SetLabel(std::string(c.name) + (reference ? " (scalar reference)" : " (SIMD)"));
 }
-BENCHMARK(BM_PixelOp)->ArgsProduct({benchmark::CreateDenseRange(0, 18, 1), {0, 1}});
+BENCHMARK(BM_PixelOp)->ArgsProduct({benchmark::CreateDenseRange(0, 19, 1), {0, 1}});
 
 // The warp alone, on the 8-bit planes: the SIMD kernel (arg 1 = 0) against
 // the scalar reference (1), for the three warp cases above.

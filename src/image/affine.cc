@@ -75,6 +75,30 @@ int32_t TranslatePixels(const PixelStep& s, double value, uint32_t size) {
   return 0;
 }
 
+// out(x, y) = src(x + dx, y + dy) per plane, `outside[c]` where that is
+// not in the image.
+void ShiftPlanes(const uint8_t* src, uint32_t w, uint32_t h, int64_t dx, int64_t dy,
+                 const uint8_t outside[3], uint8_t* out) {
+  const size_t n = size_t{w} * h;
+  const auto iw = static_cast<int64_t>(w), ih = static_cast<int64_t>(h);
+  // Columns [x0, x1) of each output row have a source pixel.
+  const int64_t x0 = std::clamp<int64_t>(-dx, 0, iw), x1 = std::clamp<int64_t>(iw - dx, 0, iw);
+  for (int c = 0; c < 3; ++c) {
+    for (int64_t y = 0; y < ih; ++y) {
+      uint8_t* row = out + c * n + static_cast<size_t>(y) * w;
+      const int64_t sy = y + dy;
+      if (sy < 0 || sy >= ih || x0 >= x1) {
+        std::memset(row, outside[c], w);
+        continue;
+      }
+      std::memset(row, outside[c], static_cast<size_t>(x0));
+      std::memcpy(row + x0, src + c * n + static_cast<size_t>(sy) * w + (x0 + dx),
+                  static_cast<size_t>(x1 - x0));
+      std::memset(row + x1, outside[c], static_cast<size_t>(iw - x1));
+    }
+  }
+}
+
 }  // namespace
 
 std::array<double, 6> InverseAffineMatrix(double cx, double cy, double angle, double tx, double ty,
@@ -139,6 +163,17 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
   for (int c = 0; c < 3; ++c) {
     fill[c] = static_cast<float>(s.fill[c]);
     outside[c] = s.has_fill ? ToUint8(fill[c]) : 0;
+  }
+  // A translation by whole pixels (RandAugment's, TrivialAugmentWide's and
+  // AugMix's TranslateX/Y, RandomAffine's translate alone): output (x, y) is
+  // source (x + m2, y + m5), or outside. The grid's float32 coordinates land
+  // within rounding of those integers, far from any half pixel, so both
+  // interpolations give the source bytes (tests/image/affine_test.cc checks
+  // this path against the grid's reference): row copies, no gathers.
+  if (!reference && m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == std::trunc(m[2]) &&
+      m[5] == std::trunc(m[5]) && std::fabs(m[2]) < 1e9 && std::fabs(m[5]) < 1e9) {
+    ShiftPlanes(src, w, h, static_cast<int64_t>(m[2]), static_cast<int64_t>(m[5]), outside, chw);
+    return;
   }
   // The output pixel centres' x, once per image (linspace per row is the
   // same for every row), and each row's y; col_x padded for the kernel's

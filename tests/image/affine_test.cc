@@ -203,6 +203,40 @@ TEST(AffineTest, EveryTargetWarpsAsTheScalarReference) {
   }
 }
 
+// Whole-pixel translations take row copies (ApplyAffineStep's shift path):
+// the same bytes as the grid's reference, for both interpolations, with and
+// without fill, shifts inside, at and past every edge, on odd and even sizes.
+TEST(AffineTest, WholePixelTranslationsCopyRowsAsTheGridSamples) {
+  const std::pair<uint32_t, uint32_t> sizes[] = {{1, 1}, {2, 3}, {17, 9}, {64, 64}, {97, 61}};
+  std::vector<uint8_t> scratch;
+  int shifted = 0;
+  for (auto [w, h] : sizes) {
+    const std::vector<uint8_t> src = Planes(w, h, w * 31 + h);
+    const auto iw = static_cast<int>(w), ih = static_cast<int>(h);
+    for (int tx : {0, 1, -1, 5, -7, iw - 1, -iw + 1, iw, -iw, iw + 3, 1000}) {
+      for (int ty : {0, 2, -3, ih - 1, -ih, ih + 2, -999}) {
+        for (auto interp : {WarpInterpolation::kNearest, WarpInterpolation::kBilinear}) {
+          for (bool fill : {false, true}) {
+            PixelStep s = Affine(0, tx, ty, 1, 0, 0);
+            s.interpolation = interp;
+            s.has_fill = fill;
+            s.fill = {7, 130, 251};
+            std::vector<uint8_t> ref = src, got = src;
+            image::ApplyAffineStep(s, w, h, ref.data(), &scratch, /*reference=*/true);
+            image::ApplyAffineStep(s, w, h, got.data(), &scratch);
+            ASSERT_EQ(got, ref) << w << "x" << h << " translate " << tx << "," << ty
+                                << (interp == WarpInterpolation::kNearest ? " nearest"
+                                                                          : " bilinear")
+                                << (fill ? " fill" : "");
+            ++shifted;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(shifted, 5 * 11 * 7 * 4);
+}
+
 TEST(AffineTest, CoordinatesFarOutsideGiveTheFill) {
   // A tiny scale maps every output pixel ~1e12 pixels away: all fill, and
   // no out-of-range integer conversion (UBSan would flag one).
