@@ -418,11 +418,26 @@ class Pipeline {
   }
 
   void Autocontrast() {
-    const auto h = Histograms();
+    // Each channel's smallest and largest value: a SIMD pass over the plane
+    // while the table is the identity, else from the histograms through it.
+    std::array<int, 3> los{}, his{};
+    if (!reference_ && identity_) {
+      for (int c = 0; c < 3; ++c) {
+        uint8_t lo = 0, hi = 0;
+        PlaneMinMax(px_ + c * n_, n_, &lo, &hi);
+        los[c] = lo, his[c] = hi;
+      }
+    } else {
+      const auto h = Histograms();
+      for (int c = 0; c < 3; ++c) {
+        int lo = 0, hi = 255;
+        while (lo < 255 && h[c][lo] == 0) ++lo;
+        while (hi > 0 && h[c][hi] == 0) --hi;
+        los[c] = lo, his[c] = hi;
+      }
+    }
     MapLut([&](int c, uint8_t v) {
-      int lo = 0, hi = 255;
-      while (lo < 255 && h[c][lo] == 0) ++lo;
-      while (hi > 0 && h[c][hi] == 0) --hi;
+      const int lo = los[c], hi = his[c];
       auto minimum = static_cast<float>(lo);
       // bound / tensor is reciprocal(tensor) * bound in torch (__rtruediv__).
       float scale = (1.0f / (static_cast<float>(hi) - minimum)) * 255.0f;

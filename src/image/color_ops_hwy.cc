@@ -264,6 +264,26 @@ void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32
   }
 }
 
+void PlaneMinMax(const uint8_t* p, size_t n, uint8_t* lo, uint8_t* hi) {
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t lanes = hn::Lanes(d8);
+  auto vlo = hn::Set(d8, 255), vhi = hn::Zero(d8);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d8, p + i);
+    vlo = hn::Min(vlo, v);
+    vhi = hn::Max(vhi, v);
+  }
+  HWY_ALIGN uint8_t l[hn::MaxLanes(d8)], h[hn::MaxLanes(d8)];
+  hn::Store(vlo, d8, l);
+  hn::Store(vhi, d8, h);
+  uint8_t a = 255, b = 0;
+  for (size_t k = 0; k < lanes; ++k) a = std::min(a, l[k]), b = std::max(b, h[k]);
+  for (; i < n; ++i) a = std::min(a, p[i]), b = std::max(b, p[i]);
+  *lo = a;
+  *hi = b;
+}
+
 // Writes the vectors make(i) to out[i..] for every whole vector of n, with
 // streaming stores where out is vector-aligned (a batch slot: a batch is far
 // larger than the caches, so reading its lines in before overwriting them
@@ -315,6 +335,7 @@ HWY_EXPORT(BlurRow);
 HWY_EXPORT(BlurColumns);
 HWY_EXPORT(PlaneToFloat);
 HWY_EXPORT(PlaneThroughTable);
+HWY_EXPORT(PlaneMinMax);
 
 void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, float one_minus) {
   HWY_DYNAMIC_DISPATCH(SaturatePlanes)(r, g, b, n, ratio, one_minus);
@@ -348,6 +369,10 @@ void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* 
 void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w,
                  uint8_t* out) {
   HWY_DYNAMIC_DISPATCH(BlurColumns)(rows, k, taps, w, out);
+}
+
+void PlaneMinMax(const uint8_t* p, size_t n, uint8_t* lo, uint8_t* hi) {
+  HWY_DYNAMIC_DISPATCH(PlaneMinMax)(p, n, lo, hi);
 }
 
 void PlaneThroughTable(const uint8_t* p, size_t n, const float* table, float* out) {

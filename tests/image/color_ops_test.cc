@@ -86,7 +86,7 @@ TEST(ColorOpsTest, FusedChainEqualsOneStepAtATimeOnOddSizes) {
   }
 }
 
-// The SIMD kernels (color_ops_hwy.h: saturation, grayscale, contrast's mean,
+// The SIMD kernels (color_ops_hwy.h: saturation, grayscale, contrast's mean, autocontrast's bounds,
 // sharpness, hue, the blur's passes, the float32 CHW conversion, also through a pending table)
 // write the scalar reference's bytes on every compiled target: odd sizes down to 1x1, sizes around
 // a vector's width, full-range noise, flat extremes and three-level images (ties), factors that
@@ -123,6 +123,10 @@ TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
       // Table ops only: the table is still pending at the conversion.
       {{K::kBrightness, 1.3}},
       {{K::kPosterize, 3}, {K::kSolarize, 100}, {K::kInvert}},
+      // Autocontrast's bounds from the planes (identity table) and through a
+      // pending table (the histograms).
+      {{K::kAutocontrast}},
+      {{K::kSolarize, 90}, {K::kAutocontrast}, {K::kEqualize}},
   };
   std::vector<OutputFormat> formats(4);
   formats[0].dtype = DType::kFloat32;  // CHW: the SIMD conversion
