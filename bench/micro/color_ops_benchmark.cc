@@ -15,11 +15,13 @@
 //   BM_BatchMix/<mixup, cutmix>/<f32, bf16>
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "feedline/image.h"
@@ -138,9 +140,13 @@ void BM_PixelOp(benchmark::State& state) {
 BENCHMARK(BM_PixelOp)->ArgsProduct({benchmark::CreateDenseRange(0, 19, 1), {0, 1}});
 
 // The warp alone, on the 8-bit planes: the SIMD kernel (arg 1 = 0) against
-// the scalar reference (1), for the three warp cases above.
+// the scalar reference (1), for the four warp cases above.
 void BM_Warp(benchmark::State& state) {
-  const Case& c = Cases()[Cases().size() - 3 + static_cast<size_t>(state.range(0))];
+  static constexpr std::string_view kWarps[] = {"rotate_nearest", "rotate_bilinear",
+                                                "affine_bilinear", "translate_nearest"};
+  const std::string_view name = kWarps[state.range(0)];
+  const Case& c =
+      *std::find_if(Cases().begin(), Cases().end(), [&](const Case& k) { return k.name == name; });
   const bool reference = state.range(1) != 0;
   const std::vector<uint8_t>& src = Planes();
   std::vector<uint8_t> planes(src.size()), scratch;
@@ -153,7 +159,7 @@ void BM_Warp(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kSide * kSide);
   state.SetLabel(std::string(c.name) + (reference ? " (scalar reference)" : " (SIMD)"));
 }
-BENCHMARK(BM_Warp)->ArgsProduct({{0, 1, 2}, {0, 1}});
+BENCHMARK(BM_Warp)->ArgsProduct({{0, 1, 2, 3}, {0, 1}});
 
 // RandomErasing on a float32 224x224 output (issue 17): the draw and the
 // write of one rectangle (p = 1, torchvision's default scale and ratio),

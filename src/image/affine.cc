@@ -153,10 +153,13 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
               b2 = static_cast<float>(m[5]) / hh;
   const size_t n = size_t{w} * h;
   // The source copy, with 4 bytes either side for the SIMD kernel's
-  // 32-bit gathers (affine_hwy.h).
-  scratch->resize(3 * n + 8);
-  std::memcpy(scratch->data() + 4, chw, 3 * n);
-  const uint8_t* src = scratch->data() + 4;
+  // 32-bit gathers (affine_hwy.h); NEAREST's SIMD path reads an RGBX copy
+  // instead (below).
+  const auto copy_planes = [&] {
+    scratch->resize(3 * n + 8);
+    std::memcpy(scratch->data() + 4, chw, 3 * n);
+    return scratch->data() + 4;
+  };
   const bool nearest = s.interpolation == WarpInterpolation::kNearest;
   float fill[3];
   uint8_t outside[3];  // the value of a pixel that maps outside the image
@@ -172,7 +175,8 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
   // this path against the grid's reference): row copies, no gathers.
   if (!reference && m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == std::trunc(m[2]) &&
       m[5] == std::trunc(m[5]) && std::fabs(m[2]) < 1e9 && std::fabs(m[5]) < 1e9) {
-    ShiftPlanes(src, w, h, static_cast<int64_t>(m[2]), static_cast<int64_t>(m[5]), outside, chw);
+    ShiftPlanes(copy_planes(), w, h, static_cast<int64_t>(m[2]), static_cast<int64_t>(m[5]),
+                outside, chw);
     return;
   }
   // The output pixel centres' x, once per image (linspace per row is the
@@ -184,10 +188,20 @@ void ApplyAffineStep(const PixelStep& s, uint32_t w, uint32_t h, uint8_t* chw,
   for (uint32_t i = 0; i < h; ++i) row_y[i] = LinspaceF32((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, i);
   if (!reference && 3 * n < (size_t{1} << 31) - 16) {
     const WarpGrid g{a0, a1, a2, b0, b1, b2, hw, hh};
-    WarpPlanes(src, w, h, col_x.data(), row_y.data(), g, nearest, s.has_fill ? fill : nullptr,
-               outside, chw);
+    if (nearest) {
+      // Whole pixels: one 32-bit gather each from an RGBX copy (the
+      // scratch's data is 16-byte aligned), not one per plane.
+      scratch->resize(4 * n);
+      auto* rgbx = reinterpret_cast<uint32_t*>(scratch->data());
+      InterleaveRgbx(chw, n, rgbx);
+      WarpPlanes(nullptr, w, h, col_x.data(), row_y.data(), g, true, nullptr, outside, rgbx, chw);
+      return;
+    }
+    WarpPlanes(copy_planes(), w, h, col_x.data(), row_y.data(), g, false,
+               s.has_fill ? fill : nullptr, outside, nullptr, chw);
     return;
   }
+  const uint8_t* src = copy_planes();
   // The scalar reference, pixel by pixel.
   const auto iw = static_cast<int32_t>(w), ih = static_cast<int32_t>(h);
   for (uint32_t i = 0; i < h; ++i) {

@@ -34,9 +34,21 @@ HWY_INLINE VI ToByte(VF v) {
   return hn::Min(hn::Max(hn::NearestInt(v), hn::Zero(di)), hn::Set(di, 255));
 }
 
+void InterleaveRgbx(const uint8_t* planes, size_t n, uint32_t* rgbx) {
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t lanes = hn::Lanes(d8);
+  const uint8_t *r = planes, *g = planes + n, *b = planes + 2 * n;
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreInterleaved4(hn::LoadU(d8, r + i), hn::LoadU(d8, g + i), hn::LoadU(d8, b + i),
+                          hn::Zero(d8), d8, reinterpret_cast<uint8_t*>(rgbx + i));
+  }
+  for (; i < n; ++i) rgbx[i] = uint32_t{r[i]} | uint32_t{g[i]} << 8 | uint32_t{b[i]} << 16;
+}
+
 void WarpPlanes(const uint8_t* src, uint32_t w, uint32_t h, const float* col_x, const float* row_y,
                 const WarpGrid& g, bool nearest, const float* fill, const uint8_t outside[3],
-                uint8_t* dst) {
+                const uint32_t* rgbx, uint8_t* dst) {
   const DF df;
   const DI di;
   const DU8 du8;
@@ -44,7 +56,7 @@ void WarpPlanes(const uint8_t* src, uint32_t w, uint32_t h, const float* col_x, 
   const size_t n = size_t{w} * h;
   // Gathers read 32-bit words at byte offsets from here (4 bytes before the
   // first plane: a BILINEAR pair at column -1 starts one byte early).
-  const auto* base = reinterpret_cast<const int32_t*>(src - 4);
+  const auto* base = src != nullptr ? reinterpret_cast<const int32_t*>(src - 4) : nullptr;
   const VF a0 = hn::Set(df, g.a0), b0 = hn::Set(df, g.b0);
   const VF hw = hn::Set(df, g.hw), hh = hn::Set(df, g.hh);
   const VF one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f), far = hn::Set(df, 1e9f);
@@ -82,9 +94,16 @@ void WarpPlanes(const uint8_t* src, uint32_t w, uint32_t h, const float* col_x, 
         const auto in = hn::And(valid_i, hn::And(hn::And(hn::Gt(xn, minus1), hn::Lt(xn, iw)),
                                                  hn::And(hn::Gt(yn, minus1), hn::Lt(yn, ih))));
         const VI at = hn::IfThenElseZero(in, hn::Add(hn::Mul(yn, wi), xn));
-        for (int c = 0; c < 3; ++c) {
-          const VI word = hn::GatherOffset(di, base, hn::Add(plane_at[c], at));
-          v[c] = hn::IfThenElse(in, hn::And(word, byte), out_value[c]);
+        if (rgbx != nullptr) {
+          const VI word = hn::GatherIndex(di, reinterpret_cast<const int32_t*>(rgbx), at);
+          v[0] = hn::IfThenElse(in, hn::And(word, byte), out_value[0]);
+          v[1] = hn::IfThenElse(in, hn::And(hn::ShiftRight<8>(word), byte), out_value[1]);
+          v[2] = hn::IfThenElse(in, hn::ShiftRight<16>(word), out_value[2]);  // byte 3 is 0
+        } else {
+          for (int c = 0; c < 3; ++c) {
+            const VI word = hn::GatherOffset(di, base, hn::Add(plane_at[c], at));
+            v[c] = hn::IfThenElse(in, hn::And(word, byte), out_value[c]);
+          }
         }
       } else {
         const VF fx = hn::Floor(ix), fy = hn::Floor(iy);
@@ -148,13 +167,18 @@ namespace feedline::image {
 
 HWY_EXPORT(WarpLanes);
 HWY_EXPORT(WarpPlanes);
+HWY_EXPORT(InterleaveRgbx);
 
 size_t WarpLanes() { return HWY_DYNAMIC_DISPATCH(WarpLanes)(); }
 
 void WarpPlanes(const uint8_t* src, uint32_t w, uint32_t h, const float* col_x, const float* row_y,
                 const WarpGrid& g, bool nearest, const float* fill, const uint8_t outside[3],
-                uint8_t* dst) {
-  HWY_DYNAMIC_DISPATCH(WarpPlanes)(src, w, h, col_x, row_y, g, nearest, fill, outside, dst);
+                const uint32_t* rgbx, uint8_t* dst) {
+  HWY_DYNAMIC_DISPATCH(WarpPlanes)(src, w, h, col_x, row_y, g, nearest, fill, outside, rgbx, dst);
+}
+
+void InterleaveRgbx(const uint8_t* planes, size_t n, uint32_t* rgbx) {
+  HWY_DYNAMIC_DISPATCH(InterleaveRgbx)(planes, n, rgbx);
 }
 
 }  // namespace feedline::image

@@ -33,9 +33,15 @@ size_t WarpLanes();
 // a sample outside the image is `outside[c]` (NEAREST, and BILINEAR
 // without fill: 0); with `fill`, BILINEAR blends the fill by the share of
 // the sample outside, as the tensor path's mask does. w * h < 2^31 / 3.
+// NEAREST reads the image from `rgbx` instead when it is not null (one
+// gather per vector of pixels instead of three); `src` is then unused.
 void WarpPlanes(const uint8_t* src, uint32_t w, uint32_t h, const float* col_x, const float* row_y,
                 const WarpGrid& g, bool nearest, const float* fill, const uint8_t outside[3],
-                uint8_t* dst);
+                const uint32_t* rgbx, uint8_t* dst);
+
+// rgbx[i] = r[i] | g[i] << 8 | b[i] << 16 for the planes r = planes,
+// g = planes + n, b = planes + 2 n (i < n).
+void InterleaveRgbx(const uint8_t* planes, size_t n, uint32_t* rgbx);
 
 }  // namespace feedline::image
 
