@@ -118,7 +118,6 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
   const size_t lanes = hn::Lanes(df);
   const VF vr = hn::Set(df, ratio), vo = hn::Set(df, one_minus);
   const VI thirteen = hn::Set(di, 13);
-  const VF twenty_six = hn::Set(df, 26.0f);
   out[0] = Blend(ratio, one_minus, cur[0], cur[0]);
   size_t x = 1;
   for (; x + lanes <= size_t{w} - 1; x += lanes) {
@@ -128,17 +127,17 @@ void SharpenRow(const uint8_t* up, const uint8_t* cur, const uint8_t* down, uint
     s = hn::Add(
         s, hn::Add(hn::Add(LoadBytes(down + x - 1), LoadBytes(down + x)), LoadBytes(down + x + 1)));
     s = hn::Add(s, hn::Add(c, hn::ShiftLeft<2>(c)));  // the centre, weight 5
-    // round(s / 13) = (2 s + 13) / 26 in integers; s <= 13 * 255, so the
-    // float32 quotient is exact enough that its truncation is the same
-    // (tests/image/color_ops_test.cc checks every s).
-    const VF q = hn::Div(hn::ConvertTo(df, hn::Add(hn::Add(s, s), thirteen)), twenty_six);
-    const VF d = hn::ConvertTo(df, hn::ConvertTo(di, q));
+    // round(s / 13) by RoundedThirteenth's multiply and shift (no division).
+    const VI q = hn::ShiftRight<detail::kThirteenthShift>(
+        hn::Mul(hn::Add(hn::Add(s, s), thirteen),
+                hn::Set(di, static_cast<int32_t>(detail::kThirteenthMul))));
+    const VF d = hn::ConvertTo(df, q);
     StoreTruncated(Blend(vr, vo, hn::ConvertTo(df, c), d), out + x);
   }
   for (; x + 1 < w; ++x) {
     const uint32_t s = up[x - 1] + up[x] + up[x + 1] + cur[x - 1] + 5u * cur[x] + cur[x + 1] +
                        down[x - 1] + down[x] + down[x + 1];
-    const uint32_t d = (2 * s + 13) / 26;  // round(s / 13), in integers
+    const uint32_t d = detail::RoundedThirteenth(s);
     out[x] = Blend(ratio, one_minus, cur[x], static_cast<float>(d));
   }
   out[w - 1] = Blend(ratio, one_minus, cur[w - 1], cur[w - 1]);

@@ -14,6 +14,15 @@ namespace feedline::image::detail {
 
 // torchvision's _blend on uint8: (ratio * a + (1 - ratio) * b) in float32,
 // clamped to [0, 255], truncated.
+// Sharpness's rounded mean of a 3x3 window sum s (<= 13 * 255):
+// round(s / 13) = (2 s + 13) / 26 (never a tie: 13 is odd), as a multiply
+// and a shift, exact for every such s (tests/image/color_ops_test.cc checks
+// each), for SIMD kernels without an integer division.
+inline constexpr uint32_t kThirteenthMul = 10083, kThirteenthShift = 18;
+inline constexpr uint32_t RoundedThirteenth(uint32_t s) {
+  return ((2 * s + 13) * kThirteenthMul) >> kThirteenthShift;
+}
+
 inline uint8_t Blend(float ratio, float one_minus, float a, float b) {
   const float v = ratio * a + one_minus * b;
   return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));

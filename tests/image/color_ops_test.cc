@@ -16,6 +16,7 @@
 
 #include "feedline/image.h"
 #include "hwy/targets.h"
+#include "src/image/color_ops_pixel.h"
 #include "tests/image/test_images.h"
 
 namespace feedline {
@@ -180,11 +181,10 @@ TEST(ColorOpsTest, EveryTargetWritesTheScalarReferenceBytes) {
 }
 
 // SharpenRow's rounded mean, round(s / 13) = (2 s + 13) / 26, comes from a
-// float32 quotient truncated: the same for every sum a 3x3 window can have.
-TEST(ColorOpsTest, TheFloatQuotientOfSharpnessIsTheIntegerOne) {
+// multiply and a shift: the same for every sum a 3x3 window can have.
+TEST(ColorOpsTest, TheMultiplyAndShiftOfSharpnessIsTheIntegerQuotient) {
   for (uint32_t s = 0; s <= 13 * 255; ++s) {
-    const float q = static_cast<float>(2 * s + 13) / 26.0f;
-    ASSERT_EQ(static_cast<uint32_t>(q), (2 * s + 13) / 26) << s;
+    ASSERT_EQ(image::detail::RoundedThirteenth(s), (2 * s + 13) / 26) << s;
   }
 }
 
