@@ -14,6 +14,7 @@
 
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "src/core/check.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace feedline::image {
@@ -56,6 +57,8 @@ void WarpPlanes(const uint8_t* src, uint32_t w, uint32_t h, const float* col_x, 
   const size_t n = size_t{w} * h;
   // Gathers read 32-bit words at byte offsets from here (4 bytes before the
   // first plane: a BILINEAR pair at column -1 starts one byte early).
+  // The planes are read unless NEAREST reads the RGBX copy.
+  FEEDLINE_CHECK(src != nullptr || (nearest && rgbx != nullptr));
   const auto* base = src != nullptr ? reinterpret_cast<const int32_t*>(src - 4) : nullptr;
   const VF a0 = hn::Set(df, g.a0), b0 = hn::Set(df, g.b0);
   const VF hw = hn::Set(df, g.hw), hh = hn::Set(df, g.hh);
