@@ -113,6 +113,9 @@ const std::vector<Case>& Cases() {
       {"rotate_bilinear", {Warp(true, WarpInterpolation::kBilinear, true)}},
       {"affine_bilinear", {Warp(false, WarpInterpolation::kBilinear, true)}},
       {"translate_nearest", {Translate(30, -12)}},
+      // A table op, then an op that reads the pixels: the table is written
+      // into them first (the flush).
+      {"brightness_saturation", {{K::kBrightness, 1.3}, {K::kSaturation, 1.4}}},
   };
   return cases;
 }
@@ -137,7 +140,7 @@ void BM_PixelOp(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kSide * kSide);
   state.SetLabel(std::string(c.name) + (reference ? " (scalar reference)" : " (SIMD)"));
 }
-BENCHMARK(BM_PixelOp)->ArgsProduct({benchmark::CreateDenseRange(0, 19, 1), {0, 1}});
+BENCHMARK(BM_PixelOp)->ArgsProduct({benchmark::CreateDenseRange(0, 20, 1), {0, 1}});
 
 // The warp alone, on the 8-bit planes: the SIMD kernel (arg 1 = 0) against
 // the scalar reference (1), for the four warp cases above.

@@ -296,10 +296,15 @@ class Pipeline {
   // Writes the pending table into the pixels.
   void Flush() {
     if (identity_) return;
+    const size_t n = n_;
     for (int c = 0; c < 3; ++c) {
-      uint8_t* p = px_ + c * n_;
+      uint8_t* p = px_ + c * n;
       const uint8_t* l = lut_[c].data();
-      for (size_t i = 0; i < n_; ++i) p[i] = l[p[i]];
+      if (!reference_) {
+        PlaneThroughByteTable(p, n, l);
+        continue;
+      }
+      for (size_t i = 0; i < n; ++i) p[i] = l[p[i]];
     }
     Reset();
   }

@@ -263,6 +263,35 @@ void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32
   }
 }
 
+void PlaneThroughByteTable(uint8_t* p, size_t n, const uint8_t* table) {
+#if HWY_TARGET == HWY_SCALAR
+  // One-lane vectors hold no 16-byte table.
+  for (size_t i = 0; i < n; ++i) p[i] = table[p[i]];
+#else
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t lanes = hn::Lanes(d8);
+  // The 256 entries as 16 tables of 16 bytes, each broadcast to every
+  // 128-bit block: a value v takes entry v & 15 of table v >> 4. Lanes whose
+  // index has its top bit set read 0 (TableLookupBytesOr0), so each value
+  // is looked up in its own table and the 16 results are ORed.
+  decltype(hn::Zero(d8)) tables[16];
+  for (int k = 0; k < 16; ++k) tables[k] = hn::LoadDup128(d8, table + 16 * k);
+  const auto fifteen = hn::Set(d8, 15), top = hn::Set(d8, 0x80);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d8, p + i);
+    auto out = hn::Zero(d8);
+    for (int k = 0; k < 16; ++k) {
+      const auto d = hn::Sub(v, hn::Set(d8, static_cast<uint8_t>(16 * k)));  // wraps below 16 k
+      const auto index = hn::IfThenElse(hn::Gt(d, fifteen), top, d);
+      out = hn::Or(out, hn::TableLookupBytesOr0(tables[k], index));
+    }
+    hn::StoreU(out, d8, p + i);
+  }
+  for (; i < n; ++i) p[i] = table[p[i]];
+#endif
+}
+
 void PlaneMinMax(const uint8_t* p, size_t n, uint8_t* lo, uint8_t* hi) {
   const hn::ScalableTag<uint8_t> d8;
   const size_t lanes = hn::Lanes(d8);
@@ -335,6 +364,7 @@ HWY_EXPORT(BlurColumns);
 HWY_EXPORT(PlaneToFloat);
 HWY_EXPORT(PlaneThroughTable);
 HWY_EXPORT(PlaneMinMax);
+HWY_EXPORT(PlaneThroughByteTable);
 
 void SaturatePlanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float ratio, float one_minus) {
   HWY_DYNAMIC_DISPATCH(SaturatePlanes)(r, g, b, n, ratio, one_minus);
@@ -368,6 +398,10 @@ void BlurRow(const float* in, const float* k, uint32_t taps, uint32_t w, float* 
 void BlurColumns(const float* const* rows, const float* k, uint32_t taps, uint32_t w,
                  uint8_t* out) {
   HWY_DYNAMIC_DISPATCH(BlurColumns)(rows, k, taps, w, out);
+}
+
+void PlaneThroughByteTable(uint8_t* p, size_t n, const uint8_t* table) {
+  HWY_DYNAMIC_DISPATCH(PlaneThroughByteTable)(p, n, table);
 }
 
 void PlaneMinMax(const uint8_t* p, size_t n, uint8_t* lo, uint8_t* hi) {

@@ -53,6 +53,9 @@ void PlaneToFloat(const uint8_t* p, size_t n, float mul, float add, float* out);
 // out[i] = table[p[i]] (256 entries): the float32 output conversion of one
 // plane through a pending table, the table's values already converted.
 void PlaneThroughTable(const uint8_t* p, size_t n, const float* table, float* out);
+// p[i] = table[p[i]] (256 entries) in place: a pending table written into
+// the pixels before an op that reads them.
+void PlaneThroughByteTable(uint8_t* p, size_t n, const uint8_t* table);
 // The smallest and largest of p[0..n) (255 and 0 when n is 0): autocontrast's
 // bounds through an identity table.
 void PlaneMinMax(const uint8_t* p, size_t n, uint8_t* lo, uint8_t* hi);
