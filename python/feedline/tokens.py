@@ -173,7 +173,7 @@ class TokenLoader(Loader):
                                for c, p in zip(self._corpora, self._plans)]
         else:
             self._pipelines = [_C.token_window_pipeline(c, self.seq_len, **field_set,
-                                                        mask_cross_document_labels=bool(mask_cross_document_labels))
+                                                        mask_cross_document_labels=self.mask_cross_document_labels)
                                for c in self._corpora]
         self._corpus = self._corpora[0]
         self.sources = groups[0] if self.weights is None else groups
