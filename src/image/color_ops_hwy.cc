@@ -275,13 +275,13 @@ void PlaneThroughByteTable(uint8_t* p, size_t n, const uint8_t* table) {
   // index has its top bit set read 0 (TableLookupBytesOr0), so each value
   // is looked up in its own table and the 16 results are ORed.
   decltype(hn::Zero(d8)) tables[16];
-  for (int k = 0; k < 16; ++k) tables[k] = hn::LoadDup128(d8, table + 16 * k);
+  for (size_t k = 0; k < 16; ++k) tables[k] = hn::LoadDup128(d8, table + 16 * k);
   const auto fifteen = hn::Set(d8, 15), top = hn::Set(d8, 0x80);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d8, p + i);
     auto out = hn::Zero(d8);
-    for (int k = 0; k < 16; ++k) {
+    for (size_t k = 0; k < 16; ++k) {
       const auto d = hn::Sub(v, hn::Set(d8, static_cast<uint8_t>(16 * k)));  // wraps below 16 k
       const auto index = hn::IfThenElse(hn::Gt(d, fifteen), top, d);
       out = hn::Or(out, hn::TableLookupBytesOr0(tables[k], index));

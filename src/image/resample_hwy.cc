@@ -334,13 +334,6 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
       {3, 0x80, 6, 0x80, 4, 0x80, 7, 0x80, 5, 0x80, 8, 0x80, 0x80, 0x80, 0x80, 0x80},
       {6, 0x80, 9, 0x80, 7, 0x80, 10, 0x80, 8, 0x80, 11, 0x80, 0x80, 0x80, 0x80, 0x80},
       {9, 0x80, 12, 0x80, 10, 0x80, 13, 0x80, 11, 0x80, 14, 0x80, 0x80, 0x80, 0x80, 0x80}};
-  const auto shuffle0 = hn::Load(d8x16, kPairShuffle[0]),
-             shuffle1 = hn::Load(d8x16, kPairShuffle[1]);
-  const auto shuffle2 = hn::Load(d8x16, kPairShuffle[2]),
-             shuffle3 = hn::Load(d8x16, kPairShuffle[3]);
-  const uint8_t* row_of[4];
-  for (size_t i = 0; i < group && i < 4; ++i)
-    row_of[i] = row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
   // Four pairs per 16-byte load while the load stays inside the row (the
   // pair of pixel k reads pixel k + 1: up to pixel k0 + 4, byte 14).
   size_t k_split = 0;
@@ -351,6 +344,9 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
   // the rows at once (the shuffles work within 128-bit blocks). The scratch
   // is 16-byte aligned: unaligned stores.
   {
+    const uint8_t* row_of[4];  // group <= 4 on x86
+    for (size_t i = 0; i < group; ++i)
+      row_of[i] = row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last
     const D8 d8;
     const auto sh0 = hn::LoadDup128(d8, kPairShuffle[0]), sh1 = hn::LoadDup128(d8, kPairShuffle[1]);
     const auto sh2 = hn::LoadDup128(d8, kPairShuffle[2]), sh3 = hn::LoadDup128(d8, kPairShuffle[3]);
@@ -370,6 +366,10 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
         row0 + std::min(i, rows - 1) * stride;  // missing rows repeat the last (not stored)
     size_t k = 0;
 #if !(HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4)
+    const auto shuffle0 = hn::Load(d8x16, kPairShuffle[0]),
+               shuffle1 = hn::Load(d8x16, kPairShuffle[1]);
+    const auto shuffle2 = hn::Load(d8x16, kPairShuffle[2]),
+               shuffle3 = hn::Load(d8x16, kPairShuffle[3]);
     for (; k < k_split; k += 4) {
       const auto bytes = hn::LoadU(d8x16, row + 3 * k);
       int16_t* dst = pairs + k * group * 8 + i * 8;
