@@ -15,7 +15,12 @@
 
 namespace feedline::testing_hwy {
 
+// Resets the dispatcher first: once a test has forced a target, "supported"
+// means that target alone, and a second call would list only it (a test that
+// forced SCALAR and then listed the targets again compared SCALAR with
+// itself).
 inline std::vector<int64_t> Targets() {
+  hwy::SetSupportedTargetsForTest(0);
   std::vector<int64_t> out;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.push_back(t);
   return out;

@@ -106,9 +106,93 @@ HWY_INLINE hn::Vec<DU16> ToHalf(hn::Vec<DF> f) {
   return hn::DemoteTo(du16, hn::Or(sign, r));
 }
 
-void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y,
-                        int32_t count, const int32_t* pair_weights, uint32_t pair_count,
-                        const OutputFormat& format, void* out) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+using D8 = hn::Repartition<uint8_t, D32>;
+
+// Per 128-bit block: the 8 int16 of a, then the 8 of b, each saturated to
+// 0..255 (x86's packus; Highway 1.0 has no two-input demotion to 8 bits).
+HWY_INLINE hn::Vec<D8> PackU8(hn::Vec<D16> a, hn::Vec<D16> b) {
+#if HWY_TARGET == HWY_SSE4
+  return hn::Vec<D8>{_mm_packus_epi16(a.raw, b.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  return hn::Vec<D8>{_mm256_packus_epi16(a.raw, b.raw)};
+#else
+  return hn::Vec<D8>{_mm512_packus_epi16(a.raw, b.raw)};
+#endif
+}
+
+// x86: the vertical sums of one byte vector of output pixels x.. of a
+// channel (4 int32 vectors' worth), rounded, shifted and saturated to
+// 0..255, in pixel order. The bytes of rows a and b interleave within each
+// 128-bit block, and interleaving those with zero bytes makes the int16
+// pairs (a_i, b_i) that one madd weights: accumulator q holds pixels
+// 16 L + 4 q .. + 3 of block L. The saturating packs (i32 -> i16 -> u8, also
+// per block) then put every pixel back in its place: no permute.
+HWY_INLINE hn::Vec<D8> VerticalBytes(const uint8_t* base, uint32_t ow, int32_t count,
+                                     const int32_t* pair_weights, uint32_t pair_count) {
+  const D32 d32;
+  const D16 d16;
+  const D8 d8;
+  const auto zero = hn::Zero(d8);
+  V32 s[4], unused = hn::Zero(d32);  // x86 madd needs no second accumulator
+  for (auto& v : s) v = hn::Set(d32, 1 << 13);
+  for (uint32_t j = 0; j < pair_count; ++j) {
+    const int32_t ka = static_cast<int32_t>(2 * j);
+    if (ka >= count) break;
+    const uint8_t* ra = base + static_cast<size_t>(ka) * ow;
+    const uint8_t* rb = ka + 1 < count ? ra + ow : ra;  // a missing second tap has weight 0
+    const auto a = hn::LoadU(d8, ra), b = hn::LoadU(d8, rb);
+    const auto lo = hn::InterleaveLower(d8, a, b), hi = hn::InterleaveUpper(d8, a, b);
+    const auto w = hn::BitCast(d16, hn::Set(d32, pair_weights[j]));
+    s[0] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveLower(d8, lo, zero)),
+                                         w, s[0], unused);
+    s[1] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveUpper(d8, lo, zero)),
+                                         w, s[1], unused);
+    s[2] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveLower(d8, hi, zero)),
+                                         w, s[2], unused);
+    s[3] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveUpper(d8, hi, zero)),
+                                         w, s[3], unused);
+  }
+  const auto p01 = hn::ReorderDemote2To(d16, hn::ShiftRight<14>(s[0]), hn::ShiftRight<14>(s[1]));
+  const auto p23 = hn::ReorderDemote2To(d16, hn::ShiftRight<14>(s[2]), hn::ShiftRight<14>(s[3]));
+  return PackU8(p01, p23);
+}
+
+// The 128-bit blocks of a byte vector, in order (1 to 4 of them).
+HWY_INLINE void Blocks(hn::Vec<D8> v, hn::Vec128<uint8_t>* block) {
+#if HWY_TARGET == HWY_SSE4
+  block[0] = v;
+#elif HWY_TARGET == HWY_AVX2
+  const hn::Full128<uint8_t> d128;
+  block[0] = hn::LowerHalf(d128, v);
+  block[1] = hn::UpperHalf(d128, v);
+#else
+  const hn::Full128<uint8_t> d128;
+  const hn::Half<D8> dh;
+  const auto lo = hn::LowerHalf(dh, v), hi = hn::UpperHalf(dh, v);
+  block[0] = hn::LowerHalf(d128, lo);
+  block[1] = hn::UpperHalf(d128, lo);
+  block[2] = hn::LowerHalf(d128, hi);
+  block[3] = hn::UpperHalf(d128, hi);
+#endif
+}
+
+// Quarter q (Lanes(D32) pixels) of a byte vector, widened to int32.
+HWY_INLINE V32 Quarter(hn::Vec<D8> bytes, int q) {
+  const hn::Half<D8> dh;
+  const hn::Half<hn::Half<D8>> dq;
+  const auto half = q < 2 ? hn::LowerHalf(dh, bytes) : hn::UpperHalf(dh, bytes);
+  const auto quarter = (q & 1) == 0 ? hn::LowerHalf(dq, half) : hn::UpperHalf(dq, half);
+  return hn::BitCast(D32(), hn::PromoteTo(DU32(), quarter));
+}
+#endif  // x86
+
+// The conversion and store of one vector of output pixels x .. x + valid - 1
+// of row y, v[c] the rounded sums of channel c (int32; kClamped: already in
+// 0..255).
+template <bool kClamped>
+HWY_INLINE void ConvertStore(const V32* v, uint32_t x, size_t valid, uint32_t ow, uint32_t oh,
+                             uint32_t y, const OutputFormat& format, void* out) {
   const D32 d32;
   const DF df;
   const DU8 du8;
@@ -120,109 +204,144 @@ void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_
   HWY_ALIGN float tail_f[3][64];
   HWY_ALIGN uint16_t tail_u16[3][64];
   HWY_ALIGN uint8_t tail_u8[3][64];
+  hn::Vec<DF> f[3];
+  if (format.dtype != DType::kUInt8) {
+    for (int c = 0; c < 3; ++c) {
+      const V32 clamped =
+          kClamped ? v[c] : hn::Min(hn::Max(v[c], hn::Zero(d32)), hn::Set(d32, 255));
+      f[c] = hn::MulAdd(hn::ConvertTo(df, clamped), hn::Set(df, format.mul[c]),
+                        hn::Set(df, format.add[c]));
+    }
+  }
+  switch (format.dtype) {
+    case DType::kUInt8: {
+      hn::Vec<DU8> b[3];
+      for (int c = 0; c < 3; ++c) b[c] = hn::DemoteTo(du8, v[c]);
+      uint8_t* o = static_cast<uint8_t*>(out);
+      if (chw) {
+        for (int c = 0; c < 3; ++c) {
+          uint8_t* dst = o + c * out_plane + size_t{y} * ow + x;
+          if (valid == n) {
+            hn::StoreU(b[c], du8, dst);
+          } else {
+            hn::Store(b[c], du8, tail_u8[c]);
+            std::memcpy(dst, tail_u8[c], valid);
+          }
+        }
+      } else {
+        uint8_t* dst = o + (size_t{y} * ow + x) * 3;
+        if (valid == n) {
+          hn::StoreInterleaved3(b[0], b[1], b[2], du8, dst);
+        } else {
+          for (int c = 0; c < 3; ++c) hn::Store(b[c], du8, tail_u8[c]);
+          for (size_t i = 0; i < valid; ++i) {
+            for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_u8[c][i];
+          }
+        }
+      }
+      break;
+    }
+    case DType::kFloat32: {
+      float* o = static_cast<float*>(out);
+      if (chw) {
+        for (int c = 0; c < 3; ++c) {
+          float* dst = o + c * out_plane + size_t{y} * ow + x;
+          if (valid != n) {
+            hn::Store(f[c], df, tail_f[c]);
+            std::memcpy(dst, tail_f[c], valid * sizeof(float));
+          } else if (reinterpret_cast<uintptr_t>(dst) % (n * sizeof(float)) == 0) {
+            // Streaming stores: a batch is far larger than the caches, so
+            // reading its lines in before overwriting them is wasted
+            // bandwidth. Fenced by FlushStreamingStores.
+            hn::Stream(f[c], df, dst);
+          } else {
+            hn::StoreU(f[c], df, dst);
+          }
+        }
+      } else {
+        float* dst = o + (size_t{y} * ow + x) * 3;
+        if (valid == n) {
+          hn::StoreInterleaved3(f[0], f[1], f[2], df, dst);
+        } else {
+          for (int c = 0; c < 3; ++c) hn::Store(f[c], df, tail_f[c]);
+          for (size_t i = 0; i < valid; ++i) {
+            for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_f[c][i];
+          }
+        }
+      }
+      break;
+    }
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      hn::Vec<DU16> h[3];
+      for (int c = 0; c < 3; ++c)
+        h[c] = format.dtype == DType::kFloat16 ? ToHalf(f[c]) : ToBFloat16(f[c]);
+      uint16_t* o = static_cast<uint16_t*>(out);
+      if (chw) {
+        for (int c = 0; c < 3; ++c) {
+          uint16_t* dst = o + c * out_plane + size_t{y} * ow + x;
+          if (valid == n) {
+            hn::StoreU(h[c], du16, dst);
+          } else {
+            hn::Store(h[c], du16, tail_u16[c]);
+            std::memcpy(dst, tail_u16[c], valid * sizeof(uint16_t));
+          }
+        }
+      } else {
+        uint16_t* dst = o + (size_t{y} * ow + x) * 3;
+        if (valid == n) {
+          hn::StoreInterleaved3(h[0], h[1], h[2], du16, dst);
+        } else {
+          for (int c = 0; c < 3; ++c) hn::Store(h[c], du16, tail_u16[c]);
+          for (size_t i = 0; i < valid; ++i) {
+            for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_u16[c][i];
+          }
+        }
+      }
+      break;
+    }
+    default: return;  // rejected when the op is made
+  }
+}
+
+void VerticalConvertRow(const uint8_t* first, size_t plane, uint32_t ow, uint32_t oh, uint32_t y,
+                        int32_t count, const int32_t* pair_weights, uint32_t pair_count,
+                        const OutputFormat& format, void* out) {
+  const size_t n = hn::Lanes(D32());
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+  // Four int32 vectors of pixels per step, summed as one byte vector per
+  // channel (VerticalBytes).
+  const D8 d8;
+  const size_t step = hn::Lanes(d8);
+  for (uint32_t x = 0; x < ow; x += static_cast<uint32_t>(step)) {
+    hn::Vec<D8> bytes[3];
+    for (int c = 0; c < 3; ++c)
+      bytes[c] = VerticalBytes(first + c * plane + x, ow, count, pair_weights, pair_count);
+    const size_t valid = std::min<size_t>(step, ow - x);
+    if (format.dtype == DType::kUInt8 && valid == step) {  // the bytes are the output
+      auto* o = static_cast<uint8_t*>(out);
+      const size_t at = size_t{y} * ow + x;
+      if (format.layout == Layout::kCHW) {
+        for (int c = 0; c < 3; ++c) hn::StoreU(bytes[c], d8, o + c * size_t{ow} * oh + at);
+      } else {
+        hn::StoreInterleaved3(bytes[0], bytes[1], bytes[2], d8, o + 3 * at);
+      }
+      continue;
+    }
+    for (int q = 0; q < 4 && q * n < valid; ++q) {
+      const V32 v[3] = {Quarter(bytes[0], q), Quarter(bytes[1], q), Quarter(bytes[2], q)};
+      ConvertStore<true>(v, x + static_cast<uint32_t>(q * n), std::min(n, valid - q * n), ow, oh, y,
+                         format, out);
+    }
+  }
+#else
   for (uint32_t x = 0; x < ow; x += static_cast<uint32_t>(n)) {
-    const size_t valid = std::min<size_t>(n, ow - x);
     V32 v[3];
     for (int c = 0; c < 3; ++c)
       v[c] = VerticalSum(first + c * plane + x, ow, count, pair_weights, pair_count);
-    hn::Vec<DF> f[3];
-    if (format.dtype != DType::kUInt8) {
-      for (int c = 0; c < 3; ++c) {
-        const V32 clamped = hn::Min(hn::Max(v[c], hn::Zero(d32)), hn::Set(d32, 255));
-        f[c] = hn::MulAdd(hn::ConvertTo(df, clamped), hn::Set(df, format.mul[c]),
-                          hn::Set(df, format.add[c]));
-      }
-    }
-    switch (format.dtype) {
-      case DType::kUInt8: {
-        hn::Vec<DU8> b[3];
-        for (int c = 0; c < 3; ++c) b[c] = hn::DemoteTo(du8, v[c]);
-        uint8_t* o = static_cast<uint8_t*>(out);
-        if (chw) {
-          for (int c = 0; c < 3; ++c) {
-            uint8_t* dst = o + c * out_plane + size_t{y} * ow + x;
-            if (valid == n) {
-              hn::StoreU(b[c], du8, dst);
-            } else {
-              hn::Store(b[c], du8, tail_u8[c]);
-              std::memcpy(dst, tail_u8[c], valid);
-            }
-          }
-        } else {
-          uint8_t* dst = o + (size_t{y} * ow + x) * 3;
-          if (valid == n) {
-            hn::StoreInterleaved3(b[0], b[1], b[2], du8, dst);
-          } else {
-            for (int c = 0; c < 3; ++c) hn::Store(b[c], du8, tail_u8[c]);
-            for (size_t i = 0; i < valid; ++i) {
-              for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_u8[c][i];
-            }
-          }
-        }
-        break;
-      }
-      case DType::kFloat32: {
-        float* o = static_cast<float*>(out);
-        if (chw) {
-          for (int c = 0; c < 3; ++c) {
-            float* dst = o + c * out_plane + size_t{y} * ow + x;
-            if (valid != n) {
-              hn::Store(f[c], df, tail_f[c]);
-              std::memcpy(dst, tail_f[c], valid * sizeof(float));
-            } else if (reinterpret_cast<uintptr_t>(dst) % (n * sizeof(float)) == 0) {
-              // Streaming stores: a batch is far larger than the caches, so
-              // reading its lines in before overwriting them is wasted
-              // bandwidth. Fenced by FlushStreamingStores.
-              hn::Stream(f[c], df, dst);
-            } else {
-              hn::StoreU(f[c], df, dst);
-            }
-          }
-        } else {
-          float* dst = o + (size_t{y} * ow + x) * 3;
-          if (valid == n) {
-            hn::StoreInterleaved3(f[0], f[1], f[2], df, dst);
-          } else {
-            for (int c = 0; c < 3; ++c) hn::Store(f[c], df, tail_f[c]);
-            for (size_t i = 0; i < valid; ++i) {
-              for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_f[c][i];
-            }
-          }
-        }
-        break;
-      }
-      case DType::kFloat16:
-      case DType::kBFloat16: {
-        hn::Vec<DU16> h[3];
-        for (int c = 0; c < 3; ++c)
-          h[c] = format.dtype == DType::kFloat16 ? ToHalf(f[c]) : ToBFloat16(f[c]);
-        uint16_t* o = static_cast<uint16_t*>(out);
-        if (chw) {
-          for (int c = 0; c < 3; ++c) {
-            uint16_t* dst = o + c * out_plane + size_t{y} * ow + x;
-            if (valid == n) {
-              hn::StoreU(h[c], du16, dst);
-            } else {
-              hn::Store(h[c], du16, tail_u16[c]);
-              std::memcpy(dst, tail_u16[c], valid * sizeof(uint16_t));
-            }
-          }
-        } else {
-          uint16_t* dst = o + (size_t{y} * ow + x) * 3;
-          if (valid == n) {
-            hn::StoreInterleaved3(h[0], h[1], h[2], du16, dst);
-          } else {
-            for (int c = 0; c < 3; ++c) hn::Store(h[c], du16, tail_u16[c]);
-            for (size_t i = 0; i < valid; ++i) {
-              for (int c = 0; c < 3; ++c) dst[i * 3 + c] = tail_u16[c][i];
-            }
-          }
-        }
-        break;
-      }
-      default: return;  // rejected when the op is made
-    }
+    ConvertStore<false>(v, x, std::min<size_t>(n, ow - x), ow, oh, y, format, out);
   }
+#endif
 }
 
 // Rows of the horizontal pass one call handles: one per 128-bit block of an
@@ -250,8 +369,6 @@ HWY_INLINE int32_t PixelBits(const uint8_t* row, size_t cols, size_t k) {
 #endif
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
-using D8 = hn::Repartition<uint8_t, D32>;
-
 // The 16 bytes at row_of[i] + offset for each row i of a horizontal group,
 // row i in 128-bit block i.
 HWY_INLINE hn::Vec<D8> LoadRowBlocks(const uint8_t* const* row_of, size_t offset) {
@@ -272,17 +389,6 @@ HWY_INLINE hn::Vec<D8> LoadRowBlocks(const uint8_t* const* row_of, size_t offset
 #endif
 }
 
-// Per 128-bit block: the 8 int16 of a, then the 8 of b, each saturated to
-// 0..255 (x86's packus; Highway 1.0 has no two-input demotion to 8 bits).
-HWY_INLINE hn::Vec<D8> PackU8(hn::Vec<D16> a, hn::Vec<D16> b) {
-#if HWY_TARGET == HWY_SSE4
-  return hn::Vec<D8>{_mm_packus_epi16(a.raw, b.raw)};
-#elif HWY_TARGET == HWY_AVX2
-  return hn::Vec<D8>{_mm256_packus_epi16(a.raw, b.raw)};
-#else
-  return hn::Vec<D8>{_mm512_packus_epi16(a.raw, b.raw)};
-#endif
-}
 #endif  // x86
 
 void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols, const AxisPlan& h,
@@ -429,18 +535,21 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
       return hn::TableLookupBytes(PackU8(p01, p23), by_channel);
     };
     const hn::Repartition<uint32_t, D8> du32;
-    HWY_ALIGN uint8_t rg[hn::MaxLanes(d8)], bx[hn::MaxLanes(d8)];
+    const hn::Full64<uint8_t> d8x8;
     for (; x + 8 <= ow; x += 8) {
       const auto a = hn::BitCast(du32, four(x)), b = hn::BitCast(du32, four(x + 4));
       // Mirrored, the second four come first.
       const auto lo = flip ? b : a, hi = flip ? a : b;
-      hn::Store(hn::BitCast(d8, hn::InterleaveLower(du32, lo, hi)), d8, rg);
-      hn::Store(hn::BitCast(d8, hn::InterleaveUpper(du32, lo, hi)), d8, bx);
+      hn::Vec128<uint8_t> rg[4], bx[4];  // per row: 8 R, 8 G | 8 B, 8 unused
+      Blocks(hn::BitCast(d8, hn::InterleaveLower(du32, lo, hi)), rg);
+      Blocks(hn::BitCast(d8, hn::InterleaveUpper(du32, lo, hi)), bx);
+      // Stored straight from the registers: a stack copy read back 8 bytes
+      // at a time stalled store-to-load forwarding.
       const uint32_t ox = flip ? ow - 8 - x : x;
       for (size_t i = 0; i < rows; ++i) {
-        std::memcpy(r_plane + i * plane_stride + ox, rg + 16 * i, 8);
-        std::memcpy(g_plane + i * plane_stride + ox, rg + 16 * i + 8, 8);
-        std::memcpy(b_plane + i * plane_stride + ox, bx + 16 * i, 8);
+        hn::StoreU(hn::LowerHalf(d8x8, rg[i]), d8x8, r_plane + i * plane_stride + ox);
+        hn::StoreU(hn::UpperHalf(d8x8, rg[i]), d8x8, g_plane + i * plane_stride + ox);
+        hn::StoreU(hn::LowerHalf(d8x8, bx[i]), d8x8, b_plane + i * plane_stride + ox);
       }
     }
   }
