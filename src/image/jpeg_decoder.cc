@@ -111,13 +111,16 @@ int StartC(jpeg_decompress_struct* cinfo, ErrorMgr* err, int scale_num, J_COLOR_
   return 0;
 }
 
+// Rows are written packed at the width libjpeg's crop settles on (*width
+// on return), `comps` bytes per pixel: no repacking afterwards.
 int ReadRowsC(jpeg_decompress_struct* cinfo, ErrorMgr* err, JDIMENSION* x0, JDIMENSION* width,
-              JDIMENSION y0, JDIMENSION rows, uint8_t* out, size_t stride) {
+              JDIMENSION y0, JDIMENSION rows, uint8_t* out, int comps) {
   if (setjmp(err->jump)) {
     jpeg_abort_decompress(cinfo);
     return -1;
   }
   if (*x0 != 0 || *width != cinfo->output_width) jpeg_crop_scanline(cinfo, x0, width);
+  const size_t stride = static_cast<size_t>(*width) * static_cast<size_t>(comps);
   if (y0 > 0 && jpeg_skip_scanlines(cinfo, y0) != y0) {
     std::snprintf(err->message, sizeof(err->message), "could not skip to row %u", y0);
     jpeg_abort_decompress(cinfo);
@@ -410,20 +413,17 @@ Status JpegDecoder::DecodeOpen(int scale_num, uint32_t x0, uint32_t y0, uint32_t
   const int comps = cmyk ? 4 : 3;
   // Room for the crop libjpeg widens (at most one iMCU column, 32 px at
   // scale 8/8, on the left) as well as the request.
-  const size_t stride = (static_cast<size_t>(cw) + 64) * comps;
-  if (pixels_.size() < stride * rows) pixels_.resize(stride * rows);
-  if (ReadRowsC(&s.cinfo, &s.err, &cx, &cw, y0, rows, pixels_.data(), stride) != 0) {
+  const size_t room = (static_cast<size_t>(cw) + 64) * comps * rows;
+  if (pixels_.size() < room) pixels_.resize(room);
+  if (ReadRowsC(&s.cinfo, &s.err, &cx, &cw, y0, rows, pixels_.data(), comps) != 0) {
     return DataLossError(std::string("corrupt JPEG: ") + s.err.message);
   }
-  // Pack rows to width cw (RGB), converting CMYK in place.
+  // RGB rows are packed already; CMYK converts to RGB in place (each row's
+  // RGB ends before its CMYK starts, and before the next row's CMYK).
   const bool adobe_inverted = s.cinfo.saw_Adobe_marker;
-  for (uint32_t r = 0; r < rows; ++r) {
-    const uint8_t* src = pixels_.data() + r * stride;
+  for (uint32_t r = 0; r < rows && cmyk; ++r) {
+    const uint8_t* src = pixels_.data() + static_cast<size_t>(r) * cw * 4;
     uint8_t* dst = pixels_.data() + static_cast<size_t>(r) * cw * 3;
-    if (!cmyk) {
-      if (dst != src) std::memmove(dst, src, static_cast<size_t>(cw) * 3);
-      continue;
-    }
     for (size_t x = 0; x < cw; ++x) {
       uint32_t c = src[4 * x], m = src[4 * x + 1], y = src[4 * x + 2], k = src[4 * x + 3];
       if (!adobe_inverted) {

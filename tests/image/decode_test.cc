@@ -1,5 +1,10 @@
 // Decoders: real photographs, limits from the header, corrupt and
 // unsupported inputs (docs/reliability.md 9-14).
+// clang-format off
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>  // needs size_t and FILE first
+// clang-format on
 #include <spng.h>
 
 #include <algorithm>
@@ -13,6 +18,7 @@
 #include "feedline/image.h"
 #include "feedline/loader.h"
 #include "gtest/gtest.h"
+#include "src/image/jpeg_decoder.h"
 #include "src/image/png_decoder.h"
 #include "tests/image/test_images.h"
 
@@ -216,6 +222,103 @@ TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   // 16-bit gray 0x8001.
   RgbImage gray16 = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, {0x01, 0x80}));
   EXPECT_EQ(gray16.pixels, (std::vector<uint8_t>{0x80, 0x80, 0x80}));
+}
+
+// A 4-component (CMYK) JPEG through libjpeg's own encoder, which writes the
+// Adobe marker, and libjpeg's CMYK samples of it (no conversion).
+std::vector<uint8_t> EncodeCmykJpeg(uint32_t w, uint32_t h, const std::vector<uint8_t>& cmyk) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = 4;
+  c.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 90, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < h) {
+    JSAMPROW row = const_cast<uint8_t*>(cmyk.data()) + size_t{c.next_scanline} * w * 4;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::vector<uint8_t> out(buf, buf + size);
+  std::free(buf);
+  return out;
+}
+
+std::vector<uint8_t> LibjpegCmykSamples(const std::vector<uint8_t>& bytes) {
+  jpeg_decompress_struct d{};
+  jpeg_error_mgr err{};
+  d.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&d);
+  jpeg_mem_src(&d, bytes.data(), bytes.size());
+  jpeg_read_header(&d, TRUE);
+  d.out_color_space = JCS_CMYK;
+  jpeg_start_decompress(&d);
+  std::vector<uint8_t> out(size_t{d.output_width} * d.output_height * 4);
+  while (d.output_scanline < d.output_height) {
+    JSAMPROW row = out.data() + size_t{d.output_scanline} * d.output_width * 4;
+    jpeg_read_scanlines(&d, &row, 1);
+  }
+  EXPECT_TRUE(d.saw_Adobe_marker);
+  jpeg_finish_decompress(&d);
+  jpeg_destroy_decompress(&d);
+  return out;
+}
+
+// CMYK JPEGs (Adobe's inverted samples) convert to RGB as R = C * K / 255
+// (rounded), G and B likewise, in the whole image and in a crop whose rows
+// the decoder converts in place.
+TEST(DecodeTest, CmykJpegsConvertToRgbWholeAndCropped) {
+  const uint32_t w = 53, h = 37;
+  std::vector<uint8_t> cmyk(size_t{w} * h * 4);
+  for (uint32_t y = 0; y < h; ++y) {
+    for (uint32_t x = 0; x < w; ++x) {
+      uint8_t* p = &cmyk[(size_t{y} * w + x) * 4];
+      p[0] = static_cast<uint8_t>(x * 4);
+      p[1] = static_cast<uint8_t>(y * 6);
+      p[2] = static_cast<uint8_t>(255 - x * 3);
+      p[3] = static_cast<uint8_t>(128 + (x + y) % 100);
+    }
+  }
+  const std::vector<uint8_t> jpeg = EncodeCmykJpeg(w, h, cmyk);
+  const std::vector<uint8_t> stored = LibjpegCmykSamples(jpeg);
+  auto want = [&](uint32_t x, uint32_t y, int c) {
+    const uint8_t* p = &stored[(size_t{y} * w + x) * 4];
+    return static_cast<uint8_t>((uint32_t{p[c]} * p[3] + 127) / 255);
+  };
+  const RgbImage whole = MustDecode(jpeg);
+  ASSERT_EQ(whole.width, w);
+  ASSERT_EQ(whole.height, h);
+  for (uint32_t y = 0; y < h; ++y) {
+    for (uint32_t x = 0; x < w; ++x) {
+      for (int c = 0; c < 3; ++c)
+        ASSERT_EQ(whole.pixels[(size_t{y} * w + x) * 3 + c], want(x, y, c)) << x << "," << y;
+    }
+  }
+  image::JpegDecoder d;
+  ImageInfo info;
+  ASSERT_TRUE(d.ReadHeader(jpeg, {}, &info).ok());
+  image::RgbRegion r;
+  ASSERT_TRUE(d.Decode(8, 19, 5, 40, 30, &r).ok());
+  ASSERT_LE(r.x, 19u);
+  ASSERT_GE(r.x + r.width, 40u);
+  ASSERT_EQ(r.y, 5u);
+  ASSERT_EQ(r.height, 25u);
+  for (uint32_t y = 0; y < r.height; ++y) {
+    for (uint32_t x = 0; x < r.width; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        ASSERT_EQ(r.pixels[(size_t{y} * r.width + x) * 3 + c], want(r.x + x, r.y + y, c))
+            << "crop " << x << "," << y;
+      }
+    }
+  }
 }
 
 // docs/reliability.md 12: CRC errors and chunk limits.
