@@ -40,23 +40,32 @@ const RgbImage& Photo() {
   return img;
 }
 
+// The photo's top-left side x side crop (at most the photo) resized to
+// 224x224 with ImageNet-like normalisation, float32 CHW unless changed.
+struct Job {
+  image::AxisPlan ph, pv;
+  image::RgbSource src;
+  image::OutputFormat format;
+
+  explicit Job(uint32_t side) {
+    const RgbImage& img = Photo();
+    const uint32_t w = std::min(side, img.width), h = std::min(side, img.height);
+    image::PlanAxis(Interpolation::kBilinear, w, 0.0, double(w) / 224, 224, &ph);
+    image::PlanAxis(Interpolation::kBilinear, h, 0.0, double(h) / 224, 224, &pv);
+    src.pixels = img.pixels.data();
+    src.stride = size_t{img.width} * 3;
+    format.mul = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
+    format.add = {-2.1f, -2.0f, -1.8f};
+  }
+};
+
 void BM_Resample(benchmark::State& state) {
   const bool reference = state.range(0) == 1;
   const int dtype = static_cast<int>(state.range(1));
-  const uint32_t side = static_cast<uint32_t>(state.range(2));
-  const RgbImage& img = Photo();
-  const uint32_t w = std::min(side, img.width), h = std::min(side, img.height);
-  image::AxisPlan ph, pv;
-  image::PlanAxis(Interpolation::kBilinear, w, 0.0, double(w) / 224, 224, &ph);
-  image::PlanAxis(Interpolation::kBilinear, h, 0.0, double(h) / 224, 224, &pv);
-  image::RgbSource src;
-  src.pixels = img.pixels.data();
-  src.stride = size_t{img.width} * 3;
-  image::OutputFormat format;
-  format.dtype = dtype == 0 ? DType::kFloat32 : dtype == 1 ? DType::kUInt8 : DType::kFloat16;
-  format.layout = dtype == 1 ? Layout::kHWC : Layout::kCHW;
-  format.mul = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
-  format.add = {-2.1f, -2.0f, -1.8f};
+  Job job(static_cast<uint32_t>(state.range(2)));
+  const auto& [ph, pv, src, format] = job;
+  job.format.dtype = dtype == 0 ? DType::kFloat32 : dtype == 1 ? DType::kUInt8 : DType::kFloat16;
+  job.format.layout = dtype == 1 ? Layout::kHWC : Layout::kCHW;
   std::vector<float> scratch;
   std::vector<uint8_t> out(224 * 224 * 3 * 4 + 64);
   void* dst = out.data() + (64 - reinterpret_cast<uintptr_t>(out.data()) % 64) % 64;
@@ -75,18 +84,8 @@ void BM_Resample(benchmark::State& state) {
 BENCHMARK(BM_Resample)->ArgsProduct({{0, 1}, {0, 1, 2}, {160, 300, 450}});
 
 void BM_ResampleIntoBatch(benchmark::State& state) {
-  const uint32_t side = static_cast<uint32_t>(state.range(0));
-  const RgbImage& img = Photo();
-  const uint32_t w = std::min(side, img.width), h = std::min(side, img.height);
-  image::AxisPlan ph, pv;
-  image::PlanAxis(Interpolation::kBilinear, w, 0.0, double(w) / 224, 224, &ph);
-  image::PlanAxis(Interpolation::kBilinear, h, 0.0, double(h) / 224, 224, &pv);
-  image::RgbSource src;
-  src.pixels = img.pixels.data();
-  src.stride = size_t{img.width} * 3;
-  image::OutputFormat format;
-  format.mul = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
-  format.add = {-2.1f, -2.0f, -1.8f};
+  const Job job(static_cast<uint32_t>(state.range(0)));
+  const auto& [ph, pv, src, format] = job;
   std::vector<float> scratch;
   constexpr size_t kSlots = 256, kSlotFloats = 224 * 224 * 3;
   std::vector<float> batch(kSlots * kSlotFloats + 16);
