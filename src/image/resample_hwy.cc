@@ -447,8 +447,9 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
   // x86: the 16 bytes of every row of the group in one vector (row i in
   // block i), so that each byte shuffle and each store makes pair k of all
-  // the rows at once (the shuffles work within 128-bit blocks). The scratch
-  // is 16-byte aligned: unaligned stores.
+  // the rows at once (the shuffles work within 128-bit blocks). Unaligned
+  // stores: the scratch may be only 16-byte aligned (ResampleImpl aligns it
+  // to 64).
   {
     const uint8_t* row_of[4];  // group <= 4 on x86
     for (size_t i = 0; i < group; ++i)
