@@ -1,6 +1,11 @@
 // Wide-SIMD resampler kernels with Highway's dynamic dispatch
 // (resample_hwy.h). This file is compiled once per target: foreach_target.h
 // re-includes it with HWY_NAMESPACE set to each instruction set.
+// AVX3_DL too (Ice Lake and later): its VNNI multiply-accumulate is one
+// instruction where AVX3 needs a madd and an add.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/image/resample_hwy.cc"
 #include "src/image/resample_hwy.h"
@@ -24,6 +29,23 @@ using DU16 = hn::Rebind<uint16_t, D32>;
 using DU32 = hn::Rebind<uint32_t, D32>;
 using D16 = hn::Repartition<int16_t, D32>;
 using V32 = hn::Vec<D32>;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+// acc + the sums of adjacent int16 products of a and b (pmaddwd, then add):
+// on AVX3_DL one VNNI instruction (vpdpwssd; Highway 1.0 compiles that
+// target without avx512vnni, hence the asm).
+HWY_INLINE V32 DotAccumulate(hn::Vec<hn::Repartition<int16_t, D32>> a,
+                             hn::Vec<hn::Repartition<int16_t, D32>> b, V32 acc) {
+#if HWY_TARGET == HWY_AVX3_DL
+  __m512i r = acc.raw;
+  asm("vpdpwssd %2, %1, %0" : "+v"(r) : "v"(a.raw), "v"(b.raw));
+  return V32{r};
+#else
+  V32 unused = hn::Zero(D32());  // x86 madd needs no second accumulator
+  return hn::ReorderWidenMulAccumulate(D32(), a, b, acc, unused);
+#endif
+}
+#endif
 
 // One vector of output pixels x.. of a channel: the vertical sum of `count`
 // rows, rounded and shifted (int32 lanes; not yet clamped to 0..255: the
@@ -134,7 +156,7 @@ HWY_INLINE hn::Vec<D8> VerticalBytes(const uint8_t* base, uint32_t ow, int32_t c
   const D16 d16;
   const D8 d8;
   const auto zero = hn::Zero(d8);
-  V32 s[4], unused = hn::Zero(d32);  // x86 madd needs no second accumulator
+  V32 s[4];
   for (auto& v : s) v = hn::Set(d32, 1 << 13);
   for (uint32_t j = 0; j < pair_count; ++j) {
     const int32_t ka = static_cast<int32_t>(2 * j);
@@ -144,14 +166,10 @@ HWY_INLINE hn::Vec<D8> VerticalBytes(const uint8_t* base, uint32_t ow, int32_t c
     const auto a = hn::LoadU(d8, ra), b = hn::LoadU(d8, rb);
     const auto lo = hn::InterleaveLower(d8, a, b), hi = hn::InterleaveUpper(d8, a, b);
     const auto w = hn::BitCast(d16, hn::Set(d32, pair_weights[j]));
-    s[0] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveLower(d8, lo, zero)),
-                                         w, s[0], unused);
-    s[1] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveUpper(d8, lo, zero)),
-                                         w, s[1], unused);
-    s[2] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveLower(d8, hi, zero)),
-                                         w, s[2], unused);
-    s[3] = hn::ReorderWidenMulAccumulate(d32, hn::BitCast(d16, hn::InterleaveUpper(d8, hi, zero)),
-                                         w, s[3], unused);
+    s[0] = DotAccumulate(hn::BitCast(d16, hn::InterleaveLower(d8, lo, zero)), w, s[0]);
+    s[1] = DotAccumulate(hn::BitCast(d16, hn::InterleaveUpper(d8, lo, zero)), w, s[1]);
+    s[2] = DotAccumulate(hn::BitCast(d16, hn::InterleaveLower(d8, hi, zero)), w, s[2]);
+    s[3] = DotAccumulate(hn::BitCast(d16, hn::InterleaveUpper(d8, hi, zero)), w, s[3]);
   }
   const auto p01 = hn::ReorderDemote2To(d16, hn::ShiftRight<14>(s[0]), hn::ShiftRight<14>(s[1]));
   const auto p23 = hn::ReorderDemote2To(d16, hn::ShiftRight<14>(s[2]), hn::ShiftRight<14>(s[3]));
@@ -510,7 +528,11 @@ void HorizontalRows(const uint8_t* row0, size_t stride, size_t rows, size_t cols
     for (uint32_t j = 0; j < pc; ++j) {
       const auto pj = hn::LoadU(d16, p + size_t{2} * j * group * 8);
       const auto wj = hn::BitCast(d16, hn::Set(d32, w[j]));
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+      sum0 = DotAccumulate(pj, wj, sum0);
+#else
       sum0 = hn::ReorderWidenMulAccumulate(d32, pj, wj, sum0, sum1);
+#endif
     }
     return hn::ShiftRight<14>(hn::RearrangeToOddPlusEven(sum0, sum1));
   };

@@ -8,6 +8,10 @@
 //    average (14-bit coefficients round differently, rarely);
 //  - float16 / bfloat16 outputs are exactly the scalar conversions
 //    (half.h) of the float32 output, including subnormals and overflow.
+// resample_hwy.cc compiles AVX3_DL (VNNI) too: list it here as well.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #include "src/image/resample.h"
 
 #include <cmath>
@@ -145,10 +149,16 @@ TEST_F(ResampleTargetsTest, HalfAndBFloat16OutputsAreTheScalarConversionsOfTheFl
 TEST(ResampleDispatchTest, TheChosenTargetIsNamed) {
   const std::string name = image::ResampleTargetName();
   std::string all;
-  for (int64_t t : Targets()) (all += ' ') += hwy::TargetName(t);
+  bool tested = false;
+  for (int64_t t : Targets()) {
+    (all += ' ') += hwy::TargetName(t);
+    tested = tested || name == hwy::TargetName(t);
+  }
   std::printf("dispatch: %s; tested:%s\n", name.c_str(), all.c_str());
   EXPECT_FALSE(name.empty());
   EXPECT_NE(name, "Unknown");
+  // The kernel this CPU runs is among those the tests above compare.
+  EXPECT_TRUE(tested) << name << " is not among the tested targets:" << all;
 }
 
 }  // namespace
