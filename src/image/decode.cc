@@ -121,7 +121,7 @@ Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits&
       break;
     case ImageFormat::kPng:
       FEEDLINE_RETURN_IF_ERROR(png.ReadHeader(bytes, limits, &info));
-      FEEDLINE_RETURN_IF_ERROR(png.Decode(bytes, limits, 0, info.height, &region));
+      FEEDLINE_RETURN_IF_ERROR(png.Decode(bytes, limits, info.width, 0, info.height, &region));
       break;
     default:
       if (!image::IsWholeDecodeFormat(format)) return image::UnsupportedFormat(bytes);

@@ -202,7 +202,7 @@ void PngDecoder::InflaterDeleter::operator()(libdeflate_decompressor* d) const {
 }
 
 bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& limits,
-                            uint32_t width, uint32_t height, uint32_t bpp, uint32_t y0,
+                            uint32_t width, uint32_t height, uint32_t bpp, uint32_t x1, uint32_t y0,
                             uint32_t y1) {
   // The chunks after the signature: every CRC right, no chunk over the
   // limit, the IDATs in one run, then IEND and nothing else. Any other file
@@ -250,14 +250,15 @@ bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& 
       used != idat_bytes) {
     return false;
   }
-  // Defilter rows [0, y1): each needs the one above. Rows from y1 on are
-  // never kept, but their filter types are checked as libspng's would be.
-  const size_t stride = size_t{width} * bpp + 1, n = size_t{width} * bpp;
+  // Defilter columns [0, x1) of rows [0, y1): each byte needs the one to
+  // its left and those above. Rows from y1 on are never kept, but their
+  // filter types are checked as libspng's would be.
+  const size_t stride = size_t{width} * bpp + 1, n = size_t{x1} * bpp;
   for (uint32_t y = y1; y < height; ++y) {
     if (filtered_[y * stride] > 4) return false;
   }
   if (rgba_.size() < 2 * n) rgba_.resize(2 * n);
-  if (rgb_.size() < size_t{y1 - y0} * width * 3) rgb_.resize(size_t{y1 - y0} * width * 3);
+  if (rgb_.size() < size_t{y1 - y0} * x1 * 3) rgb_.resize(size_t{y1 - y0} * x1 * 3);
   // Rows not kept (and every row of a type other than RGB) alternate
   // between two scratch rows; kept RGB rows are defiltered in place.
   uint8_t* rows[2] = {rgba_.data(), rgba_.data() + n};
@@ -266,8 +267,8 @@ bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& 
     uint8_t* cur = bpp == 3 && y >= y0 ? rgb_.data() + size_t{y - y0} * n : rows[y & 1];
     if (!DefilterRow(bpp, filtered_.data() + y * stride, up, n, cur)) return false;
     if (bpp != 3 && y >= y0) {
-      uint8_t* dst = rgb_.data() + size_t{y - y0} * width * 3;
-      for (size_t x = 0; x < width; ++x) {
+      uint8_t* dst = rgb_.data() + size_t{y - y0} * x1 * 3;
+      for (size_t x = 0; x < x1; ++x) {
         const uint8_t* px = cur + x * bpp;
         dst[3 * x] = px[0];
         dst[3 * x + 1] = bpp <= 2 ? px[0] : px[1];
@@ -279,18 +280,19 @@ bool PngDecoder::DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& 
   return true;
 }
 
-Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
-                          uint32_t y1, RgbRegion* out) {
+Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t x1,
+                          uint32_t y0, uint32_t y1, RgbRegion* out) {
   spng_ihdr ihdr{};
   FEEDLINE_ASSIGN_OR_RETURN(CtxPtr ctx, Open(bytes, limits, &ihdr));
   y1 = std::min(y1, ihdr.height);
-  if (y0 >= y1) return InternalError("empty PNG decode region");
-  const size_t w = ihdr.width;
+  x1 = std::min(x1, ihdr.width);
+  if (y0 >= y1 || x1 == 0) return InternalError("empty PNG decode region");
+  const size_t w = ihdr.width, kept = x1;  // kept: the pixels kept of each row
   last_was_fast_ = false;
   out->full_width = ihdr.width;
   out->full_height = ihdr.height;
   out->x = 0;
-  out->width = ihdr.width;
+  out->width = x1;
   if (ihdr.interlace_method != 0) {
     // Interlaced rows arrive in seven passes: decode all, keep [y0, y1).
     // RGBA8 is the one output format libspng converts every PNG type to.
@@ -302,11 +304,13 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     if (err) return SpngError("corrupt PNG", err);
     FEEDLINE_RETURN_IF_ERROR(CheckTail(ctx.get()));
     uint8_t* p = rgba_.data();
-    const size_t begin = y0 * w, end = y1 * w;
-    for (size_t i = begin; i < end; ++i) {  // drop alpha, packing rows y0.. to the front
-      p[3 * (i - begin)] = p[4 * i];
-      p[3 * (i - begin) + 1] = p[4 * i + 1];
-      p[3 * (i - begin) + 2] = p[4 * i + 2];
+    size_t to = 0;  // drop alpha, packing columns [0, x1) of rows y0.. to the front
+    for (size_t y = y0; y < y1; ++y) {
+      for (size_t i = y * w; i < y * w + kept; ++i, ++to) {
+        p[3 * to] = p[4 * i];
+        p[3 * to + 1] = p[4 * i + 1];
+        p[3 * to + 2] = p[4 * i + 2];
+      }
     }
     out->y = y0;
     out->height = y1 - y0;
@@ -321,7 +325,7 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     // libspng validates the chunks before the image data (their contents,
     // not only their CRCs), as its own decode would.
     if (spng_decode_chunks(ctx.get()) == 0 &&
-        DecodeFast(bytes, limits, ihdr.width, ihdr.height, bpp, y0, y1)) {
+        DecodeFast(bytes, limits, ihdr.width, ihdr.height, bpp, x1, y0, y1)) {
       last_was_fast_ = true;
       out->y = y0;
       out->height = y1 - y0;
@@ -339,14 +343,17 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
                               SPNG_DECODE_PROGRESSIVE);
   if (err) return SpngError("corrupt PNG", err);
   if (rgba_.size() < w * 4) rgba_.resize(w * 4);
-  if (rgb_.size() < size_t{y1 - y0} * w * 3) rgb_.resize(size_t{y1 - y0} * w * 3);
+  // Kept rows are kept * 3 bytes apart; an 8-bit RGB row is decoded whole
+  // at its place, and the next row overwrites what lies past its x1.
+  const size_t room = size_t{y1 - y0 - 1} * kept * 3 + w * 3;
+  if (rgb_.size() < room) rgb_.resize(room);
   // Every row is inflated, also those below the crop: zlib's Adler-32 and the
   // CRCs of the later IDAT chunks are only checked once the whole stream has
   // been read, and pixels are not trusted before that (docs/reliability.md 35).
   // Rows outside [y0, y1) are inflated and defiltered, not kept.
   for (uint32_t y = 0; y < ihdr.height; ++y) {
     const bool keep = y >= y0 && y < y1;
-    uint8_t* dst = keep ? rgb_.data() + size_t{y - y0} * w * 3 : nullptr;
+    uint8_t* dst = keep ? rgb_.data() + size_t{y - y0} * kept * 3 : nullptr;
     err = rgb8 ? spng_decode_row(ctx.get(), keep ? dst : rgba_.data(), w * 3)
                : spng_decode_row(ctx.get(), rgba_.data(), w * 4);
     if (err != 0 && !(err == SPNG_EOI && y + 1 == ihdr.height)) {
@@ -354,7 +361,7 @@ Status PngDecoder::Decode(std::span<const uint8_t> bytes, const DecodeLimits& li
     }
     if (!keep || rgb8) continue;
     const uint8_t* src = rgba_.data();
-    for (size_t x = 0; x < w; ++x) {
+    for (size_t x = 0; x < kept; ++x) {
       dst[3 * x] = src[4 * x];
       dst[3 * x + 1] = src[4 * x + 1];
       dst[3 * x + 2] = src[4 * x + 2];

@@ -31,13 +31,16 @@ class PngDecoder {
 
   // Parses the header and checks the limits.
   Status ReadHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits, ImageInfo* info);
-  // Decodes rows [y0, y1) to RGB (all columns). The whole file is read and
-  // verified either way (every IDAT CRC, zlib's Adler-32, the chunks up to
-  // IEND): rows outside the range are inflated but not kept, because zlib
-  // checks its stream only at the end (docs/reliability.md 35).
+  // Decodes columns [0, x1) of rows [y0, y1) to RGB (x1 and y1 clamped to
+  // the image; out->x is 0, out->width the clamped x1). The whole file is
+  // read and verified either way (every IDAT CRC, zlib's Adler-32, the
+  // chunks up to IEND): rows outside the range are inflated but not kept,
+  // because zlib checks its stream only at the end (docs/reliability.md 35).
+  // PNG's filters predict from the left and from above, so the fast path
+  // defilters only columns [0, x1) of rows [0, y1).
   // `out->pixels` points into this decoder's scratch until the next call.
-  Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t y0,
-                uint32_t y1, RgbRegion* out);
+  Status Decode(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t x1,
+                uint32_t y0, uint32_t y1, RgbRegion* out);
 
   // Whether the last Decode took the fast path (for tests and benchmarks).
   bool last_was_fast() const { return last_was_fast_; }
@@ -55,12 +58,12 @@ class PngDecoder {
   struct InflaterDeleter {
     void operator()(libdeflate_decompressor* d) const;
   };
-  // The fast path: rows [y0, y1) of an 8-bit, non-interlaced gray, gray+alpha,
-  // RGB or RGBA PNG of `bpp` bytes a pixel into rgb_. False when any check
-  // fails or the file is outside it: libspng's path then decodes it or names
-  // the error.
+  // The fast path: columns [0, x1) of rows [y0, y1) of an 8-bit,
+  // non-interlaced gray, gray+alpha, RGB or RGBA PNG of `bpp` bytes a pixel
+  // into rgb_ (rows x1 * 3 bytes apart). False when any check fails or the
+  // file is outside it: libspng's path then decodes it or names the error.
   bool DecodeFast(std::span<const uint8_t> bytes, const DecodeLimits& limits, uint32_t width,
-                  uint32_t height, uint32_t bpp, uint32_t y0, uint32_t y1);
+                  uint32_t height, uint32_t bpp, uint32_t x1, uint32_t y0, uint32_t y1);
 
   std::vector<uint8_t> rgba_;
   std::vector<uint8_t> rgb_;

@@ -269,7 +269,7 @@ int ChooseDctScale(const CropBox& box, const ImageTransform& t) {
 }
 
 // Decodes rows [y0, y1) and columns [x0, x1) of the image at scale m/8
-// (PNG: every column; the whole-image formats: everything). `sample`, when
+// (PNG: columns [0, x1); the whole-image formats: everything). `sample`, when
 // given, is charged the decode scratch before it is allocated.
 Status DecodeBox(ImageFormat format, std::span<const uint8_t> bytes, const ImageTransform& t,
                  const ImageInfo& info, int m, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
@@ -285,7 +285,7 @@ Status DecodeBox(ImageFormat format, std::span<const uint8_t> bytes, const Image
                   (info.progressive ? " (progressive)" : "")));
   }
   if (format == ImageFormat::kJpeg) return s.jpeg.Decode(m, x0, y0, x1, y1, region);
-  if (format == ImageFormat::kPng) return s.png.Decode(bytes, t.limits, y0, y1, region);
+  if (format == ImageFormat::kPng) return s.png.Decode(bytes, t.limits, x1, y0, y1, region);
   return s.whole.DecodeRegion(format, bytes, t.limits, region);
 }
 

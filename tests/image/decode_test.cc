@@ -165,8 +165,8 @@ TEST(DecodeTest, ProgressiveJpegOverTheScanLimitIsRejectedAtTheFirstScanPastIt) 
 }
 
 std::vector<uint8_t> EncodePngRaw(uint32_t w, uint32_t h, uint8_t color_type, uint8_t depth,
-                                  const std::vector<uint8_t>& data,
-                                  const spng_plte* plte = nullptr) {
+                                  const std::vector<uint8_t>& data, const spng_plte* plte = nullptr,
+                                  bool interlaced = false) {
   spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
   spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
   spng_ihdr ihdr{};
@@ -174,6 +174,7 @@ std::vector<uint8_t> EncodePngRaw(uint32_t w, uint32_t h, uint8_t color_type, ui
   ihdr.height = h;
   ihdr.bit_depth = depth;
   ihdr.color_type = color_type;
+  ihdr.interlace_method = interlaced ? SPNG_INTERLACE_ADAM7 : SPNG_INTERLACE_NONE;
   spng_set_ihdr(ctx, &ihdr);
   if (plte) spng_set_plte(ctx, const_cast<spng_plte*>(plte));
   int err = spng_encode_image(ctx, data.data(), data.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
@@ -209,7 +210,7 @@ TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   EXPECT_EQ(MustDecode(rgb8_png).pixels, rgb8);
   image::PngDecoder d;
   image::RgbRegion r;
-  ASSERT_TRUE(d.Decode(rgb8_png, {}, 1, 3, &r).ok());
+  ASSERT_TRUE(d.Decode(rgb8_png, {}, 3, 1, 3, &r).ok());
   ASSERT_EQ(r.y, 1u);
   ASSERT_EQ(r.height, 2u);
   EXPECT_EQ(std::vector<uint8_t>(r.pixels, r.pixels + 2 * 3 * 3),
@@ -222,6 +223,57 @@ TEST(DecodeTest, EveryPngColourTypeDecodesToRgb) {
   // 16-bit gray 0x8001.
   RgbImage gray16 = MustDecode(EncodePngRaw(1, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, {0x01, 0x80}));
   EXPECT_EQ(gray16.pixels, (std::vector<uint8_t>{0x80, 0x80, 0x80}));
+}
+
+// Columns [0, x1) of rows [y0, y1), on every PNG path (the fast one, and
+// libspng's for palette, 16-bit, Adam7-interlaced and any 8-bit file when the
+// fast path is off): the full decode's pixels, the region x1 wide at x 0.
+TEST(DecodeTest, PngColumnRangesOnEveryPathAreTheFullDecodesColumns) {
+  constexpr uint32_t kW = 7, kH = 5;
+  std::vector<uint8_t> rgb(kW * kH * 3), index(kW * kH), deep(kW * kH * 6);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<uint8_t>(i % 4);
+  for (size_t i = 0; i < deep.size(); ++i) deep[i] = static_cast<uint8_t>(i * 53 + 5);
+  spng_plte plte{};
+  plte.n_entries = 4;
+  for (int i = 0; i < 4; ++i)
+    plte.entries[i] = {uint8_t(i * 60), uint8_t(200 - i * 30), uint8_t(i * 5), 255};
+  const struct {
+    const char* what;
+    std::vector<uint8_t> png;
+  } files[] = {
+      {"rgb8", EncodePngRaw(kW, kH, SPNG_COLOR_TYPE_TRUECOLOR, 8, rgb)},
+      {"palette", EncodePngRaw(kW, kH, SPNG_COLOR_TYPE_INDEXED, 8, index, &plte)},
+      {"rgb16", EncodePngRaw(kW, kH, SPNG_COLOR_TYPE_TRUECOLOR, 16, deep)},
+      {"rgb8 interlaced", EncodePngRaw(kW, kH, SPNG_COLOR_TYPE_TRUECOLOR, 8, rgb, nullptr, true)},
+  };
+  for (const auto& [what, png] : files) {
+    const RgbImage full = MustDecode(png);
+    ASSERT_EQ(full.width, kW) << what;
+    for (bool fast : {true, false}) {
+      image::PngDecoder d(fast);
+      for (uint32_t x1 : {1u, 4u, kW, kW + 3}) {
+        for (auto [y0, y1] : {std::pair<uint32_t, uint32_t>{0, kH}, {2, 4}}) {
+          ImageInfo info;
+          ASSERT_TRUE(d.ReadHeader(png, {}, &info).ok()) << what;
+          ASSERT_EQ(info.progressive, std::string(what).find("interlaced") != std::string::npos);
+          image::RgbRegion r;
+          const Status st = d.Decode(png, {}, x1, y0, y1, &r);
+          ASSERT_TRUE(st.ok()) << what << ": " << st;
+          const uint32_t kept = std::min(x1, kW);
+          ASSERT_EQ(r.x, 0u) << what;
+          ASSERT_EQ(r.width, kept) << what;
+          ASSERT_EQ(r.y, y0) << what;
+          ASSERT_EQ(r.height, y1 - y0) << what;
+          for (uint32_t y = y0; y < y1; ++y) {
+            const uint8_t* want = full.pixels.data() + size_t{y} * kW * 3;
+            EXPECT_TRUE(std::equal(want, want + kept * 3, r.pixels + size_t{y - y0} * kept * 3))
+                << what << (fast ? " fast" : " libspng") << ": columns 0.." << x1 << ", row " << y;
+          }
+        }
+      }
+    }
+  }
 }
 
 // A 4-component (CMYK) JPEG through libjpeg's own encoder, which writes the
@@ -347,7 +399,7 @@ TEST(DecodeTest, PngRowRangeDecodeMatchesFullDecodeAndStillNeedsTheWholeFile) {
   const RgbImage full = MustDecode(png);
   image::PngDecoder d;
   image::RgbRegion r;
-  ASSERT_TRUE(d.Decode(png, {}, 100, 150, &r).ok());
+  ASSERT_TRUE(d.Decode(png, {}, full.width, 100, 150, &r).ok());
   ASSERT_EQ(r.y, 100u);
   ASSERT_EQ(r.height, 50u);
   EXPECT_EQ(std::memcmp(r.pixels, full.pixels.data() + size_t{100} * full.width * 3,
@@ -355,7 +407,7 @@ TEST(DecodeTest, PngRowRangeDecodeMatchesFullDecodeAndStillNeedsTheWholeFile) {
             0);
   // Cut after row 150's data: the rows are there, the end is not.
   std::vector<uint8_t> cut(png.begin(), png.end() - 100);
-  Status st = d.Decode(cut, {}, 100, 150, &r);
+  Status st = d.Decode(cut, {}, full.width, 100, 150, &r);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
   EXPECT_NE(st.message().find("corrupt PNG"), std::string::npos) << st;
   EXPECT_FALSE(DecodeImage(cut).ok());

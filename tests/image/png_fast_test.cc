@@ -104,14 +104,19 @@ std::vector<uint8_t> MakePng(const PngSpec& s, std::vector<uint8_t>* raw_out = n
 
 // took_fast: whether the decoder took the fast path (a test that only
 // compared libspng with itself would prove nothing).
+// x1: the columns [0, x1) kept (all by default).
 Result<std::vector<uint8_t>> DecodeRows(const std::vector<uint8_t>& png, bool fast, uint32_t y0,
                                         uint32_t y1, DecodeLimits limits = {},
-                                        bool* took_fast = nullptr) {
+                                        bool* took_fast = nullptr, uint32_t x1 = UINT32_MAX) {
   image::PngDecoder d(fast);
   ImageInfo info;
   FEEDLINE_RETURN_IF_ERROR(d.ReadHeader(png, limits, &info));
   image::RgbRegion r;
-  const Status st = d.Decode(png, limits, y0, y1, &r);
+  const Status st = d.Decode(png, limits, x1, y0, y1, &r);
+  if (st.ok() && (r.x != 0 || r.width != std::min(x1, info.width))) {
+    return InternalError("region at x " + std::to_string(r.x) + ", " + std::to_string(r.width) +
+                         " wide");
+  }
   if (took_fast != nullptr) *took_fast = d.last_was_fast();
   FEEDLINE_RETURN_IF_ERROR(st);
   const uint8_t* p = r.pixels;
@@ -157,6 +162,34 @@ TEST(PngFastPathTest, EveryRowRangeEqualsLibspng) {
         ASSERT_TRUE(took_fast);
         ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status() << ref.status();
         ASSERT_EQ(*fast, *ref) << "rows " << y0 << ".." << y1;
+      }
+    }
+  }
+}
+
+// Columns [0, x1): the fast path defilters only those (the filters predict
+// from the left and from above); both paths give the full decode's columns.
+TEST(PngFastPathTest, EveryColumnRangeEqualsLibspngAndTheFullDecode) {
+  for (uint8_t type : {0, 2, 4, 6}) {
+    const PngSpec spec{13, 9, type, 50, 4};
+    const std::vector<uint8_t> png = MakePng(spec);
+    Result<std::vector<uint8_t>> full = DecodeRows(png, false, 0, spec.height);
+    ASSERT_TRUE(full.ok()) << full.status();
+    for (uint32_t x1 = 1; x1 <= spec.width + 1; ++x1) {
+      for (auto [y0, y1] : {std::pair<uint32_t, uint32_t>{0, spec.height}, {4, 7}, {8, 9}}) {
+        bool took_fast = false;
+        Result<std::vector<uint8_t>> fast = DecodeRows(png, true, y0, y1, {}, &took_fast, x1);
+        Result<std::vector<uint8_t>> ref = DecodeRows(png, false, y0, y1, {}, nullptr, x1);
+        ASSERT_TRUE(took_fast);
+        ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status() << ref.status();
+        ASSERT_EQ(*fast, *ref) << "type " << int{type} << " columns 0.." << x1 << " rows " << y0
+                               << ".." << y1;
+        const size_t kept = std::min(x1, spec.width) * size_t{3};
+        for (uint32_t y = y0; y < y1; ++y) {
+          const uint8_t* want = full->data() + size_t{y} * spec.width * 3;
+          ASSERT_TRUE(std::equal(want, want + kept, fast->data() + (y - y0) * kept))
+              << "type " << int{type} << " columns 0.." << x1 << " row " << y;
+        }
       }
     }
   }
