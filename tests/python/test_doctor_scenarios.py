@@ -239,7 +239,8 @@ def test_step_bound_loop_says_the_input_is_fine(small_images):
     for f in report.findings:
         if f["id"] == "feedline_what_if":
             assert f["evidence"]["capped_by_step"], f
-            assert f["predicted_samples_per_s"] <= f["evidence"]["step_samples_per_s"] * (1 + 1e-9), f
+            # (the report rounds predictions to 0.001 samples/s)
+            assert f["predicted_samples_per_s"] <= f["evidence"]["step_samples_per_s"] + 1e-3, f
 
 
 # -- beyond the eight ----------------------------------------------------------------
