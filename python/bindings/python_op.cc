@@ -442,25 +442,47 @@ class PythonMapOp final : public SampleOp {
           values.append(py::make_tuple(a, PyText(DTypeName(f.dtype))));
         }
       }
+      // (name, value, dtype name) per output field: the map may add, drop
+      // or change fields (python/feedline/_pyops.py, MapRunner); the
+      // first sample's output, learned at creation, is the loader's.
       py::list result = fn_->get()(values, seed);
-      if (result.size() != in_.size()) return InternalError("python:map: wrong number of fields");
+      if (!out_.empty() && result.size() != out_.size()) {
+        return InternalError("python:map: " + std::to_string(result.size()) + " fields, the loader has " +
+                             std::to_string(out_.size()));
+      }
       std::vector<FieldSpec> got;
       std::vector<uint8_t> bytes;
       for (size_t k = 0; k < result.size(); ++k) {
         py::tuple item = result[k];
         FieldSpec f;
-        f.name = in_[k].name;
-        if (in_[k].kind == FieldKind::kBytes) {
+        f.name = item[0].cast<std::string>();
+        const bool is_bytes = item[2].cast<std::string>() == "bytes";
+        if (!out_.empty()) {
+          const FieldSpec& want = out_[k];
+          if (f.name != want.name) {
+            return InternalError("python:map: field " + std::to_string(k) + " is '" + f.name +
+                                 "', the loader's is '" + want.name + "'");
+          }
+          if (is_bytes != (want.kind == FieldKind::kBytes)) {
+            return InvalidArgumentError(
+                "python:map returned field '" + f.name + "' as " +
+                (is_bytes ? std::string("bytes") : std::string("a tensor")) +
+                " for this sample; the loader was created for " +
+                (is_bytes ? std::string("a tensor") : std::string("bytes")) +
+                " (learned from the first sample at creation)");
+          }
+        }
+        if (is_bytes) {
           f.kind = FieldKind::kBytes;
           if (out_.empty()) {
             got.push_back(f);
             continue;
           }
-          const std::string b = item[0].cast<std::string>();
+          const std::string b = item[1].cast<std::string>();
           s.bytes_output(k).assign(b.begin(), b.end());
           continue;
         }
-        FEEDLINE_RETURN_IF_ERROR(ReadArray(op, item[0], item[1], &f.dtype, &f.shape, &bytes));
+        FEEDLINE_RETURN_IF_ERROR(ReadArray(op, item[1], item[2], &f.dtype, &f.shape, &bytes));
         if (out_.empty()) {
           got.push_back(f);
           continue;

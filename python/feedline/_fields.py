@@ -37,7 +37,7 @@ FieldValue = Union[str, Sequence[str]]
 @dataclass(frozen=True)
 class Field:
     name: str
-    kind: str  # "image", "label", "text", "json", "ndarray", "bytes", "op"
+    kind: str  # "image", "label", "text", "json", "ndarray", "bytes", "op"; "tensor": what a map= returned
     parts: List[str]
     op: str = ""  # kind "op": the registered C++ op (docs/custom_ops.md)
     params: Dict[str, str] = field(default_factory=dict)
@@ -139,7 +139,7 @@ def collate(fields: List[Field], raw: Dict[str, Any], sample_ids: np.ndarray, co
                     out[key] = value if isinstance(value, torch.Tensor) else list(value)
             continue
         v = raw[f.name]
-        if f.kind in ("image", "label"):
+        if f.kind in ("image", "label", "tensor"):  # "tensor": a number or tensor a map returned
             out[f.name] = v
         elif f.kind == "text":
             out[f.name] = [b.decode("utf-8") for b in v]

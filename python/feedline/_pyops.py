@@ -138,25 +138,98 @@ def _field_value(kind: str, name: str, x: Any) -> Tuple[Any, str]:
     return bytes(x), "bytes"
 
 
-def map_runner(fn: Callable[[dict], Any], names: Sequence[str], kinds: Sequence[str]
-               ) -> Callable[[List[Any], int], List[Tuple[Any, str]]]:
-    """map=: fn on the sample dict {name: value} (tensors, ints, str, parsed
-    JSON, ndarrays, bytes by kind), under `seeded(seed)`; returns one (value,
-    dtype name) per field, in the fields' order."""
-    names, kinds = list(names), list(kinds)
+def _fits(kind: str, x: Any) -> bool:
+    """Whether `x` can stay a field of `kind` (a map that keeps a key keeps
+    its kind when the value still fits it)."""
+    if kind in ("image", "tensor", "label"):
+        return isinstance(x, (torch.Tensor, np.ndarray, int, float, np.integer, np.floating)) and \
+            not isinstance(x, (bool, np.bool_))
+    if kind == "text":
+        return isinstance(x, str)
+    if kind == "ndarray":
+        return isinstance(x, (np.ndarray, torch.Tensor))
+    if kind == "bytes":
+        return isinstance(x, (bytes, bytearray, memoryview))
+    return kind == "json"
 
-    def run(values: List[Any], seed: int) -> List[Tuple[Any, str]]:
-        sample = {n: _sample_value(k, v) for n, k, v in zip(names, kinds, values)}
+
+def _kind_of(x: Any) -> str:
+    """The field kind of a value a map added (or changed past its kind): ints
+    and floats are scalars collated into tensors, as torch's default_collate
+    does; tensors and arrays are fixed-shape tensors; str text (lists of str);
+    bytes bytes; anything else JSON (lists of values)."""
+    if isinstance(x, (bool, np.bool_)):
+        return "json"
+    if isinstance(x, (int, np.integer)):
+        return "label"
+    if isinstance(x, (float, np.floating, torch.Tensor, np.ndarray)):
+        return "tensor"
+    if isinstance(x, str):
+        return "text"
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return "bytes"
+    return "json"
+
+
+class MapRunner:
+    """map=: fn on the sample dict {name: value} (tensors, ints, str, parsed
+    JSON, ndarrays, bytes by kind), under `seeded(seed)`; returns one (name,
+    value, dtype name) per output field.
+
+    fn may add, drop or change fields. The first sample that succeeds (the
+    probe the engine runs at creation) fixes the output: its keys in order
+    (the sample's own keys first, in their order, then the new ones as fn
+    returned them) and each one's kind (`out_names`, `out_kinds`); a key the
+    sample had keeps its kind while its value fits it. Every later sample
+    must return the same keys, values of the same kinds and, for tensors,
+    the same shape and dtype (checked by the engine)."""
+
+    def __init__(self, fn: Callable[[dict], Any], names: Sequence[str], kinds: Sequence[str],
+                 fixed: Optional[Sequence[str]] = None) -> None:
+        self.fn, self.names, self.kinds = fn, list(names), list(kinds)
+        self.fixed = None if fixed is None else list(fixed)  # a loader whose output keys cannot change
+        self.out_names: Optional[List[str]] = None
+        self.out_kinds: Optional[List[str]] = None
+
+    def _learn(self, out: Mapping[Any, Any]) -> Tuple[List[str], List[str]]:
+        bad = [k for k in out if not isinstance(k, str)]
+        if bad:
+            raise TypeError(f"map returned the key {bad[0]!r}: field names are str")
+        if self.fixed is not None and set(out) != set(self.fixed):
+            raise ValueError(f"map returned the keys {sorted(out)}; on this loader it must return "
+                             f"{sorted(self.fixed)} (to add or drop fields, use fields=)")
+        if not out:
+            raise ValueError("map returned an empty dict: a sample needs at least one field")
+        own = dict(zip(self.names, self.kinds))
+        names = [n for n in self.names if n in out] + [n for n in out if n not in own]
+        kinds = [own[n] if n in own and _fits(own[n], out[n]) else _kind_of(out[n]) for n in names]
+        return names, kinds
+
+    def __call__(self, values: List[Any], seed: int) -> List[Tuple[str, Any, str]]:
+        sample = {n: _sample_value(k, v) for n, k, v in zip(self.names, self.kinds, values)}
         with seeded(seed):
-            out = fn(sample)
+            out = self.fn(sample)
         if not isinstance(out, Mapping):
             raise TypeError(f"map returned a {type(out).__name__}: it must return the sample dict")
-        if set(out) != set(names):
-            raise ValueError(f"map returned the keys {sorted(map(str, out))}; it must return the sample's keys "
-                             f"{sorted(names)}")
-        return [_field_value(k, n, out[n]) for n, k in zip(names, kinds)]
+        if self.out_names is None:
+            names, kinds = self._learn(out)
+        else:
+            names, kinds = self.out_names, self.out_kinds or []
+            if len(out) != len(names) or any(n not in out for n in names):
+                extra = sorted(str(k) for k in out if k not in names)
+                missing = [n for n in names if n not in out]
+                raise ValueError(f"map returned the keys {sorted(map(str, out))}, the first sample's were {names} "
+                                 f"(missing {missing}, new {extra}): every sample must return the same fields")
+        result = [(n, *_field_value(k, n, out[n])) for n, k in zip(names, kinds)]
+        if self.out_names is None:  # learned only once a whole sample converted
+            self.out_names, self.out_kinds = names, kinds
+        return result
 
-    return run
+
+def map_runner(fn: Callable[[dict], Any], names: Sequence[str], kinds: Sequence[str],
+               fixed: Optional[Sequence[str]] = None) -> MapRunner:
+    """The map= runner (MapRunner)."""
+    return MapRunner(fn, names, kinds, fixed)
 
 
 class BatchMapThread:

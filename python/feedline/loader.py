@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import (
@@ -333,11 +334,15 @@ class Loader:
                 if any(f.kind == "op" for f in self.fields):
                     raise ValueError("map= with op fields (fields={...: 'op:...'}) is not supported yet")
                 names, kinds = [f.name for f in self.fields], [f.kind for f in self.fields]
+                fixed = None  # a dict per batch: the map may add, drop or change fields
             elif _raw_max_bytes > 0:
                 names, kinds = ["bytes", "length", "label"], ["tensor", "label", "label"]
+                fixed = names  # (bytes, lengths, labels) per batch
             else:
                 names, kinds = ["image", "label"], ["image", "label"]
-            recipe.map = _pyops.map_runner(map, names, kinds)
+                fixed = names  # (images, labels) per batch
+            map_run = _pyops.map_runner(map, names, kinds, fixed)
+            recipe.map = map_run
         if batch_map is not None:
             if not callable(batch_map):
                 raise TypeError(f"batch_map must be callable, got {type(batch_map).__name__}")
@@ -380,11 +385,28 @@ class Loader:
                 if dead:
                     raise _procworker.PythonWorkerError(dead) from e
             raise
+        if map is not None and self.fields is not None:
+            # The fields as the map returns them (learned from the first
+            # sample at creation): what each batch's dict holds.
+            assert map_run.out_names is not None and map_run.out_kinds is not None
+            parts = {f.name: f.parts for f in self.fields}
+            self._out_fields = [_fields.Field(n, k, parts.get(n, []))
+                                for n, k in zip(map_run.out_names, map_run.out_kinds)]
+        else:
+            self._out_fields = self.fields
         _LIVE.add(self)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False
         self._mid_epoch = False
         self._last_index = -1
+        # One pass over the loader at a time (reliability item 37): the
+        # number of the newest pass and the thread running it, None once it
+        # ended. A loop whose number is no longer the newest stops with an
+        # error instead of taking the newer pass's batches.
+        self._pass_lock = threading.Lock()
+        self._pass_number = 0
+        self._pass_thread: Optional[threading.Thread] = None
+        self._batch_map_owner: Optional[threading.Thread] = None
 
     # -- torch DataLoader vocabulary -------------------------------------
     def __len__(self) -> int:
@@ -409,9 +431,9 @@ class Loader:
             del pair
 
     def _field_dicts(self) -> Iterator[Dict[str, Any]]:
-        assert self.fields is not None
+        assert self._out_fields is not None
         for batch in self.batches():
-            out = _fields.collate(self.fields, batch.fields, batch.sample_ids, self.collate)
+            out = _fields.collate(self._out_fields, batch.fields, batch.sample_ids, self.collate)
             del batch
             yield out
             del out
@@ -425,12 +447,22 @@ class Loader:
 
     def _batch_mapped(self) -> Iterator[Any]:
         assert self._batch_map is not None
+        # The host loop runs on the batch-map thread, so the one-consumer
+        # rule of _begin_pass is checked here, for the thread of the loop.
+        me = threading.current_thread()
+        with self._pass_lock:
+            running, owner = self._batch_map_thread, self._batch_map_owner
+            if running is not None and owner is not None and owner is not me and owner.is_alive():
+                raise RuntimeError(self._second_consumer(owner, me))
+            self._batch_map_owner = me
         self._stop_batch_map()
         self._batch_map_state = self._loader.state() if self._resume_pending else None
         thread = _pyops.BatchMapThread(self._with_states(), self._batch_map)
         self._batch_map_thread = thread
         try:
             while True:
+                if self._batch_map_thread is not thread:
+                    raise RuntimeError(self._superseded())
                 kind, value, state = thread.get()
                 if kind == "end":
                     self._batch_map_state = None
@@ -441,7 +473,8 @@ class Loader:
                 yield value
                 del value
         finally:
-            self._stop_batch_map()
+            if self._batch_map_thread is thread:
+                self._stop_batch_map()
 
     def _stop_batch_map(self) -> None:
         thread, self._batch_map_thread = self._batch_map_thread, None
@@ -543,8 +576,24 @@ class Loader:
             ahead = None
             feeder.retire(keep=0)
 
-    def _begin_pass(self) -> None:
-        """Where a new pass over the loader starts (every host loop calls it first)."""
+    def _begin_pass(self) -> int:
+        """Where a new pass over the loader starts (every host loop calls it
+        first); returns the pass's number for _check_pass and _end_pass.
+
+        A loader has one consumer. A pass begun while another thread's pass
+        is still running is refused (two threads each looping over
+        `batches()` would otherwise restart each other's epoch and share its
+        batches out twice); a pass begun by the same thread supersedes the
+        older one, whose loop then raises instead of taking batches of the
+        new pass."""
+        me = threading.current_thread()
+        with self._pass_lock:
+            owner = self._pass_thread
+            if owner is not None and owner is not me and owner.is_alive():
+                raise RuntimeError(self._second_consumer(owner, me))
+            self._pass_number += 1
+            self._pass_thread = me
+            number = self._pass_number
         if self._mid_epoch and not self._resume_pending:
             if self._last_index == len(self) - 1:
                 # The last pass got every batch but stopped before seeing the
@@ -557,11 +606,40 @@ class Loader:
                 self._loader.set_epoch(self._loader.epoch)
         self._resume_pending = False
         self._last_index = -1
+        return number
+
+    @staticmethod
+    def _second_consumer(owner: threading.Thread, me: threading.Thread) -> str:
+        return (f"this loader is already being iterated by thread {owner.name!r}: a loader has one consumer, "
+                f"so thread {me.name!r} may not start another pass over it; iterate it from one thread, or "
+                "give each thread its own loader (with rank/world_size to split the samples)")
+
+    @staticmethod
+    def _superseded() -> str:
+        return ("this iterator over the loader was superseded: a newer iter()/batches() pass began (it "
+                "restarted or resumed the epoch), so this one would hand out the newer pass's batches; "
+                "keep one iterator per pass")
+
+    def _check_pass(self, number: int) -> None:
+        if self._pass_number != number:
+            raise RuntimeError(self._superseded())
+
+    def _end_pass(self, number: int) -> None:
+        with self._pass_lock:
+            if self._pass_number == number:
+                self._pass_thread = None
 
     def _host_batches(self, with_buffer: bool = False, cu_seqlens: bool = False) -> Iterator[Any]:
         # Batch, or (Batch, (buffer address, bytes)) with_buffer.
-        self._begin_pass()
+        number = self._begin_pass()
+        try:
+            yield from self._host_pass(number, with_buffer, cu_seqlens)
+        finally:
+            self._end_pass(number)
+
+    def _host_pass(self, number: int, with_buffer: bool, cu_seqlens: bool) -> Iterator[Any]:
         while True:
+            self._check_pass(number)
             d = self._next(cu_seqlens)
             if d is None:
                 self._mid_epoch = False

@@ -250,10 +250,18 @@ class TokenLoader(Loader):
         # index) with the names made once, and each dict is built in C
         # (zip, map), with no Batch object in between. batches() and the
         # device path keep Loader's Batch loop.
-        self._begin_pass()
+        number = self._begin_pass()
+        try:
+            yield from self._host_dict_pass(number)
+        finally:
+            self._end_pass(number)
+
+    def _host_dict_pass(self, number: int) -> Iterator[Dict[str, torch.Tensor]]:
         next_arrays = self._loader.next_arrays
         from_numpy = torch.from_numpy
         while True:
+            if self._pass_number != number:
+                self._check_pass(number)
             r = next_arrays()
             if r is None:
                 self._mid_epoch = False

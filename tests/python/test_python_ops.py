@@ -305,7 +305,7 @@ def test_map_shape_mismatch_and_wrong_keys_are_sample_errors(dataset):
         errors = loader.stats()["errors"]
     assert 1 not in labels.tolist() and errors["skipped"] == 24  # 96 images in 4 classes
     assert "'image' as float32 [3, 8, 32]" in errors["log"][0] and "float32 [3, 16, 32]" in errors["log"][0]
-    with pytest.raises(feedline.Error, match="(?s)python:map.*must return the sample's keys"):
+    with pytest.raises(feedline.Error, match="(?s)python:map.*on this loader it must return.*use fields="):
         feedline.Loader(dataset, map=lambda s: {"image": s["image"]}, **kw)
 
 
@@ -318,6 +318,98 @@ def test_map_with_fields_gets_the_sample_fields(dataset):
                          transform=feedline.transforms.imagenet_eval(16, 20)) as loader:
         for batch in loader:
             assert torch.equal(batch["image"][:, 0, 0, 0], batch["label"].float())
+
+
+def captioned_tar(path, n=12):
+    """A WebDataset tar of n samples: jpg, cls, txt (a caption of i+1 words), json."""
+    import io
+    import json
+
+    from tar_samples import write_tar
+    rng = np.random.default_rng(5)
+    samples = []
+    for i in range(n):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (24, 28, 3), dtype=np.uint8)).save(buf, "JPEG", quality=90)
+        caption = " ".join(f"w{i}" for _ in range(i + 1))
+        samples.append((f"s{i:03d}", {"jpg": buf.getvalue(), "cls": str(i % 3).encode(), "txt": caption.encode(),
+                                      "json": json.dumps({"i": i}).encode()}))
+    write_tar(path, samples)
+    return str(path)
+
+
+WDS_FIELDS = {"image": "jpg", "label": "cls", "caption": "txt", "meta": "json"}
+
+
+def test_a_map_that_adds_fields_gets_them_collated_like_the_others(tmp_path):
+    # Issue 40: a map returning one more key failed at creation ("running the
+    # first sample at creation to learn the output shape").
+    tar = captioned_tar(tmp_path / "a.tar")
+
+    def add(sample):
+        words = sample["caption"].split()
+        return {**sample, "n_words": len(words), "shout": sample["caption"].upper(), "ratio": len(words) / 2,
+                "first": {"word": words[0]}}
+
+    kw = dict(batch_size=4, fields=WDS_FIELDS, transform=feedline.transforms.imagenet_eval(16, 20), shuffle=False)
+    with feedline.Loader(tar, map=add, num_threads=2, **kw) as loader:
+        batches = list(loader)
+    assert [list(b) for b in batches[:1]] == [["image", "label", "caption", "meta", "n_words", "shout", "ratio",
+                                               "first"]]
+    n_words = torch.cat([b["n_words"] for b in batches])
+    assert n_words.dtype == torch.int64 and n_words.tolist() == list(range(1, 13))  # ints: an int64 tensor
+    ratio = torch.cat([b["ratio"] for b in batches])
+    assert ratio.dtype == torch.float64 and ratio.tolist() == [(i + 1) / 2 for i in range(12)]
+    shout = [s for b in batches for s in b["shout"]]  # strings: a list per batch
+    assert shout == [" ".join(f"W{i}" for _ in range(i + 1)) for i in range(12)]
+    assert [f for b in batches for f in b["first"]] == [{"word": f"w{i}"} for i in range(12)]
+    assert [m["i"] for b in batches for m in b["meta"]] == list(range(12))
+    assert batches[0]["image"].shape == (4, 3, 16, 16) and batches[0]["label"].tolist() == [0, 1, 2, 0]
+
+
+def test_a_map_that_drops_and_changes_fields_and_is_the_same_at_any_thread_count(tmp_path):
+    tar = captioned_tar(tmp_path / "a.tar")
+
+    def tokens(sample):  # the caption becomes fixed-length token ids; meta is dropped
+        ids = [len(w) + k for k, w in enumerate(sample["caption"].split()[:4])]
+        return {"image": sample["image"], "label": sample["label"],
+                "caption": torch.tensor(ids + [0] * (4 - len(ids)), dtype=torch.int32)}
+
+    kw = dict(batch_size=4, fields=WDS_FIELDS, transform=feedline.transforms.imagenet_eval(16, 20), seed=1)
+    runs = []
+    for threads in (1, 3):
+        with feedline.Loader(tar, map=tokens, num_threads=threads, **kw) as loader:
+            runs.append(list(loader))
+    for a, b in zip(*runs):
+        assert list(a) == ["image", "label", "caption"]
+        assert a["caption"].dtype == torch.int32 and a["caption"].shape == (4, 4)
+        assert torch.equal(a["caption"], b["caption"]) and torch.equal(a["image"], b["image"])
+
+
+def test_an_error_inside_a_field_adding_map_names_the_sample_the_op_and_the_exception(tmp_path):
+    tar = captioned_tar(tmp_path / "a.tar")
+
+    def picky(sample):
+        if sample["meta"]["i"] == 5:
+            raise KeyError("no such word")
+        out = {**sample, "n": len(sample["caption"])}
+        if sample["meta"]["i"] == 7:
+            del out["n"]  # a sample that returns other fields than the first
+            out["m"] = 1
+        return out
+
+    kw = dict(batch_size=4, fields=WDS_FIELDS, transform=feedline.transforms.imagenet_eval(16, 20), shuffle=False)
+    with feedline.Loader(tar, map=picky, max_errors=4, num_threads=2, **kw) as loader:
+        got = [m["i"] for b in loader for m in b["meta"]]
+        log = loader.stats()["errors"]["log"]
+    assert got == [i for i in range(12) if i not in (5, 7)]
+    [boom] = [e for e in log if "s005" in e]
+    assert "python:map" in boom and "KeyError" in boom and "no such word" in boom
+    [other] = [e for e in log if "s007" in e]
+    assert "python:map" in other and "missing ['n'], new ['m']" in other
+    with feedline.Loader(tar, map=picky, num_threads=1, **kw) as loader:
+        with pytest.raises(feedline.Error, match="(?s)s005.*python:map.*KeyError.*no such word"):
+            list(loader)
 
 
 def test_batch_map_runs_on_a_background_thread_and_resumes(dataset):

@@ -93,6 +93,80 @@ def test_pickling_a_loader_is_a_clear_type_error(tmp_path):
             pickle.dumps(loader)
 
 
+def ids_of(batch):
+    return [int(i) for i in batch.sample_ids]
+
+
+def in_thread(fn):
+    """Runs fn on another thread and returns what it raised (None if nothing)."""
+    import threading
+    raised = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: B036 (handed to the test)
+            raised.append(e)
+
+    t = threading.Thread(target=run, name="second-consumer")
+    t.start()
+    t.join(timeout=60)
+    assert not t.is_alive(), "the second consumer hung"
+    return raised[0] if raised else None
+
+
+@pytest.mark.parametrize("how", ["batches", "iter", "batch_map"])
+def test_a_second_thread_looping_over_the_loader_is_refused_and_no_sample_is_seen_twice(tmp_path, how):
+    # Issue 40: two threads each running `for b in L.batches()` got 50 and 16
+    # of 32 samples and no error; a loader has one consumer (item 37).
+    root = make_folder(tmp_path, [f"x{i:02d}.jpg" for i in range(32)])
+    kw = {"batch_map": lambda b: b} if how == "batch_map" else {}
+    with feedline.Loader(root, batch_size=2, transform=eval_transform(), num_threads=2, shuffle=True, seed=3,
+                         fields={"image": "jpg", "label": "cls"} if how != "batches" else None, **kw) as loader:
+        if how == "batches":
+            loop = loader.batches
+            count = lambda b: ids_of(b)  # noqa: E731
+        else:
+            loop = lambda: iter(loader)  # noqa: E731
+            count = lambda b: [len(b["label"])]  # noqa: E731
+        first = loop()
+        seen = count(next(first))  # this thread owns the pass now
+
+        def second():
+            for b in loop():
+                raise AssertionError("the second thread was handed a batch")
+
+        err = in_thread(second)
+        assert isinstance(err, RuntimeError), err
+        assert "already being iterated by thread 'MainThread'" in str(err)
+        assert "'second-consumer'" in str(err) and "one consumer" in str(err)
+        for b in first:  # the first loop goes on, untouched
+            seen += count(b)
+        if how == "batches":
+            assert sorted(seen) == list(range(32))  # every sample exactly once
+        else:
+            assert sum(seen) == 32
+        # Once the first pass is over, another thread may take the next one.
+        epoch = []
+        assert in_thread(lambda: epoch.extend(count(b) for b in loop())) is None
+        assert len(epoch) == 16
+
+
+def test_an_iterator_superseded_by_a_newer_pass_raises_instead_of_sharing_its_batches(tmp_path):
+    root = make_folder(tmp_path, [f"x{i:02d}.jpg" for i in range(32)])
+    with feedline.Loader(root, batch_size=2, transform=eval_transform(), num_threads=2, shuffle=True,
+                         seed=3) as loader:
+        old = loader.batches()
+        next(old)
+        new = loader.batches()  # restarts the epoch, as iter() on a torch DataLoader does
+        ids = ids_of(next(new))
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(old)
+        for b in new:
+            ids += ids_of(b)
+        assert sorted(ids) == list(range(32))
+
+
 def png_header_only(width, height):
     """A 60-byte PNG: a valid IHDR claiming width x height, an empty IDAT, IEND."""
     import struct
