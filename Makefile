@@ -1,7 +1,7 @@
 # feedline: every target does its own set-up on a fresh Debian 12 machine.
 #   make demo   build and run the main job on the built-in dataset
 #   make test   build and run every test (C++ via ctest; Python under Debian's torch 1.13)
-#   make test-torch2       every Python suite again under torch 2.14.1 (a pip venv in build/; CI)
+#   make test-torch2       every Python suite again under torch 2.14.1 (a pip venv in the cache, scripts/envcache.py; CI)
 #   make test-pip-install  `pip install .` into a fresh venv, as a new user does (CI)
 #   make bench  build and run the benchmarks, printing ratios
 #   make asan   C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -9,20 +9,27 @@
 #   make lint-cc  clang-tidy (.clang-tidy, warnings are errors) over src/, then the clang-format check
 #   make fuzz   libFuzzer harnesses, FUZZ_SECONDS each
 #   make bench-peers  feedline vs DALI, SPDL, tf.data, Grain, torchvision... (bench/peers/)
-#   make lint   ruff and mypy over the Python (pyproject.toml; a pip venv in build/, CI)
+#   make lint   ruff and mypy over the Python (pyproject.toml; a pip venv in the cache, CI)
 
 JOBS ?= $(shell nproc)
 WERROR ?= $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 
 BUILD := build
+# Virtual environments live outside the clone, keyed by a hash of their
+# interpreter and requirements (scripts/envcache.py): a fresh clone reuses
+# them, a changed requirements file or a new machine makes them again.
+FEEDLINE_CACHE ?= $(HOME)/.cache/feedline
+export FEEDLINE_CACHE
+HOST_PYTHON ?= python3
+ENVCACHE := $(HOST_PYTHON) scripts/envcache.py
 # Debian's interpreter, which sees python3-torch; the python3 first on PATH may not.
 PYTHON := /usr/bin/python3
 BUILD_ASAN := build-asan
 BUILD_TSAN := build-tsan
 BUILD_TIDY := build-tidy
 
-.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench bench-peers lint asan tsan lint-cc fuzz format clean
+.PHONY: all deps build demo-build demo test torch2-build test-torch2 test-pip-install bench bench-peers lint asan tsan lint-cc fuzz envs format clean
 
 all: build
 
@@ -59,7 +66,7 @@ demo: demo-build $(DEMO_DATA)/class_0000 $(DEMO_DATA)-shards/manifest.json
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/python
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests/integration tests/python
 	@echo "benchmark smoke (quick mode, so the benchmark code cannot rot):"
 	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' \
 	  --benchmark_out=bench/results/engine-quick.json --benchmark_out_format=json >/dev/null
@@ -78,19 +85,16 @@ test: build
 # dependencies, the extension and CLI built for that interpreter in their own
 # build directory, and every Python suite run under it. Kept out of `make test`
 # so that a user's first run downloads nothing large (~5.5 GB in the venv).
-HOST_PYTHON ?= python3
-VENV_TORCH2 := $(BUILD)/venv-torch2
+TORCH2_PIP := -r scripts/requirements-torch2.txt
+VENV_TORCH2 := $(shell $(ENVCACHE) path torch2 --python $(HOST_PYTHON) -- $(TORCH2_PIP))
 BUILD_TORCH2 := build-torch2
 
-$(VENV_TORCH2)/.installed: scripts/requirements-torch2.txt
-	rm -rf $(VENV_TORCH2)
-	$(HOST_PYTHON) -m venv $(VENV_TORCH2)
-	$(VENV_TORCH2)/bin/pip install -q -r scripts/requirements-torch2.txt
-	touch $@
+$(VENV_TORCH2)/.installed:
+	$(ENVCACHE) make torch2 --python $(HOST_PYTHON) -- $(TORCH2_PIP) >/dev/null
 
 $(BUILD_TORCH2)/CMakeCache.txt: | deps $(VENV_TORCH2)/.installed
 	cmake -S . -B $(BUILD_TORCH2) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) \
-	  -DPython_EXECUTABLE=$(CURDIR)/$(VENV_TORCH2)/bin/python -DFEEDLINE_BUILD_TESTS=OFF \
+	  -DPython_EXECUTABLE=$(VENV_TORCH2)/bin/python -DFEEDLINE_BUILD_TESTS=OFF \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF $(CMAKE_FLAGS)
 
 torch2-build: deps $(VENV_TORCH2)/.installed $(BUILD_TORCH2)/CMakeCache.txt
@@ -99,7 +103,7 @@ torch2-build: deps $(VENV_TORCH2)/.installed $(BUILD_TORCH2)/CMakeCache.txt
 test-torch2: torch2-build
 	$(VENV_TORCH2)/bin/python -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
-	  $(VENV_TORCH2)/bin/python -m pytest -q -p no:cacheprovider tests/integration tests/python
+	  $(VENV_TORCH2)/bin/python -m pytest -q -rs -p no:cacheprovider tests/integration tests/python
 
 # A new user's install (README): `pip install .` into a fresh venv of the
 # python3 on PATH, build isolation, dependencies from PyPI; then the installed
@@ -126,14 +130,14 @@ bench: build torch2-build
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/startup_bench.py \
 	  --files $(STARTUP_FILES) --repeats $(BENCH_REPEATS)
 # Any dataset (issue 16): a torchvision Compose vs the native recipe, a user Python op (feedline threads vs
-# torch workers), WebDataset fields vs the webdataset library (its venv in build/bench-envs).
+# torch workers), WebDataset fields vs the webdataset library (its venv in the cache).
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline $(PYTHON) bench/e2e/fields_bench.py \
 	  --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 # Augmentation recipes (issue 17): the reference "new recipe" and a timm-like one as torchvision v2
 # Composes, feedline vs DataLoader + torchvision v2 (needs transforms.v2: the torch 2 venv).
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
 	  $(VENV_TORCH2)/bin/python bench/e2e/augment_bench.py --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
-# Token streams (issue 18): TokenLoader vs nanoGPT get_batch vs litdata (its venv in build/) on 1e9 tokens.
+# Token streams (issue 18): TokenLoader vs nanoGPT get_batch vs litdata (its venv in the cache) on 1e9 tokens.
 	$(PYTHON) bench/e2e/tokens_bench.py --repeats $(BENCH_REPEATS)
 # The doctor's predictions against re-measurement, per rule: doctor_bench.py's input-side cases and
 # the step, what-if and straggler ones (issues 12 and 19: the tests check consistency, not figures).
@@ -143,7 +147,7 @@ bench: build torch2-build
 	$(PYTHON) bench/summary.py
 
 # feedline beside the real peers, each in its own pinned virtual environment
-# under build/peers (made once, cached; pip from the python3 on PATH), on
+# in the cache (FEEDLINE_CACHE, made once per requirements; pip from the python3 on PATH), on
 # the same generated datasets, interleaved rounds (bench/peers/run.py).
 # PEERS_FLAGS=--quick is the CI smoke.
 PEERS_PYTHON ?= python3
@@ -156,15 +160,12 @@ bench-peers: deps
 # from a venv of the python3 on PATH with the pinned versions. mypy checks
 # against the real torch of make test-torch2 (its pin), installed without its
 # dependencies: type checking needs its Python files, not the ~3 GB of CUDA
-# libraries (a 1.4 GB venv, made in about a minute).
-VENV_LINT := $(BUILD)/venv-lint
+# libraries (a 1.4 GB venv in the cache, made in about a minute).
+LINT_PIP := -r scripts/requirements-lint.txt ++ --no-deps $(shell grep -E '^torch==' scripts/requirements-torch2.txt)
+VENV_LINT := $(shell $(ENVCACHE) path lint --python $(HOST_PYTHON) -- $(LINT_PIP))
 
-$(VENV_LINT)/.installed: scripts/requirements-lint.txt scripts/requirements-torch2.txt
-	rm -rf $(VENV_LINT)
-	$(HOST_PYTHON) -m venv $(VENV_LINT)
-	$(VENV_LINT)/bin/pip install -q -r scripts/requirements-lint.txt
-	$(VENV_LINT)/bin/pip install -q --no-deps $$(grep -E '^torch==' scripts/requirements-torch2.txt)
-	touch $@
+$(VENV_LINT)/.installed:
+	$(ENVCACHE) make lint --python $(HOST_PYTHON) -- $(LINT_PIP) >/dev/null
 
 lint: $(VENV_LINT)/.installed
 	$(VENV_LINT)/bin/ruff check python bench tests
@@ -219,8 +220,15 @@ fuzz: deps
 	  grep -E 'stat::(number_of_executed_units|new_units_added)' $(BUILD_FUZZ)/$$f.log; \
 	done
 
+# Every cached environment CI uses, made where missing (.ci/run runs this
+# in the background beside make test); each one's own target makes it too.
+envs: $(VENV_TORCH2)/.installed $(VENV_LINT)/.installed
+	$(PEERS_PYTHON) bench/peers/envs.py --venvs-only
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
+# The cached environments ($(FEEDLINE_CACHE)) are not the clone's: `python3
+# scripts/envcache.py prune` removes those unused for 30 days.
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ) $(BUILD_TIDY)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ) $(BUILD_TIDY) $(BUILD_TORCH2) build-peers

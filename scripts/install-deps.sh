@@ -24,6 +24,7 @@ PACKAGES=(
   libhwy-dev           # Highway: the resampler's SIMD kernels, dispatched at run time (AVX2, AVX-512, NEON)
   nlohmann-json3-dev   # dataset manifests and JSON Lines pack inputs (header-only)
   libcurl4-openssl-dev # HTTP(S) range reads of remote datasets
+  ccache               # CI compiles six configurations of one tree: unchanged files come from the cache
   nginx                # the real HTTP server the remote-read tests start on 127.0.0.1
   # Python side: the reference (PIL/torchvision) tests and the peer benchmark.
   python3-dev          # the pybind11 extension

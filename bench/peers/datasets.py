@@ -11,7 +11,7 @@ build/peers/data (never committed):
          grayscale, quality 75-95. Image i is a pure function of (seed, i).
 
 Runs in venv-torch (PIL and numpy):
-    build/peers/venv-torch/bin/python bench/peers/datasets.py --feedline BIN --small N --large M
+    <venv-torch>/bin/python bench/peers/datasets.py --feedline BIN --small N --large M
 prints {"small": path, "large": path}.
 """
 import argparse

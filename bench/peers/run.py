@@ -280,7 +280,7 @@ def render(results, meta, names):
             if "version" in s:
                 vers[n] = s["version"]
     lines += ["Versions: " + "; ".join(f"{n}: {v}" for n, v in vers.items()) + ".",
-              f"Set-up this run: {meta['setup_s']:.0f} s for the environments (cached under build/peers), "
+              f"Set-up this run: {meta['setup_s']:.0f} s for the environments (cached in $FEEDLINE_CACHE/peers), "
               f"{meta['datasets_s']:.0f} s for the datasets, {meta['runs_s']:.0f} s of runs."]
     return "\n".join(lines) + "\n"
 

@@ -385,6 +385,7 @@ class Loader:
                 if dead:
                     raise _procworker.PythonWorkerError(dead) from e
             raise
+        self._out_fields: Optional[List[_fields.Field]] = self.fields
         if map is not None and self.fields is not None:
             # The fields as the map returns them (learned from the first
             # sample at creation): what each batch's dict holds.
@@ -392,8 +393,6 @@ class Loader:
             parts = {f.name: f.parts for f in self.fields}
             self._out_fields = [_fields.Field(n, k, parts.get(n, []))
                                 for n, k in zip(map_run.out_names, map_run.out_kinds)]
-        else:
-            self._out_fields = self.fields
         _LIVE.add(self)
         self._samples: Optional[List[Tuple[str, int]]] = None
         self._resume_pending = False

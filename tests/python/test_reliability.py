@@ -133,7 +133,7 @@ def test_a_second_thread_looping_over_the_loader_is_refused_and_no_sample_is_see
         seen = count(next(first))  # this thread owns the pass now
 
         def second():
-            for b in loop():
+            for _b in loop():
                 raise AssertionError("the second thread was handed a batch")
 
         err = in_thread(second)
