@@ -25,11 +25,11 @@ labels mixed). Its policies are DALI's (its own magnitudes and op set), so
 the row compares loaders doing the same kind of work, not the same bytes.
 
 Needs torchvision >= 0.16 (transforms.v2 with MixUp/CutMix): it runs under
-the torch 2 venv of `make test-torch2` (build/venv-torch2, feedline from
+the torch 2 venv of `make test-torch2` (in the cache, scripts/envcache.py; feedline from
 build-torch2/python). Each configuration is its own process (`--worker
 NAME`) printing one JSON line; results go to bench/results/augment.{json,md}.
 
-    build/venv-torch2/bin/python bench/e2e/augment_bench.py [--images 1000] [--repeats 3] [--quick]
+    <torch2 venv>/bin/python bench/e2e/augment_bench.py [--images 1000] [--repeats 3] [--quick]
 """
 import datetime
 import json

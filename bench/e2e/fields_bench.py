@@ -35,7 +35,9 @@ import tarfile
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FEEDLINE = os.environ.get("FEEDLINE_BIN", str(ROOT / "build" / "tools" / "feedline"))
 PYTHON = "/usr/bin/python3"
-WDS_VENV = ROOT / "build" / "bench-envs" / "venv-webdataset"
+# Outside the clone (scripts/envcache.py's cache folder): a fresh clone reuses it.
+WDS_VENV = pathlib.Path(os.environ.get("FEEDLINE_CACHE") or pathlib.Path.home() / ".cache" / "feedline") / "bench" / \
+    "venv-webdataset"
 WDS_REQ = ROOT / "bench" / "e2e" / "requirements-webdataset.txt"
 sys.path.insert(0, str(ROOT))
 from bench.common import results as bench_results  # noqa: E402

@@ -5,7 +5,7 @@ Set-up (cached under bench/data/): a flat uint16 token file (nanoGPT's
 train.bin layout) of --tokens random ids below 50257, written in 16M-token
 chunks so memory stays small; the same tokens converted to litdata's own
 format with `litdata.optimize` (timed, the time kept beside the output);
-litdata 0.2 in build/venv-litdata, a venv of this interpreter with
+litdata 0.2 in $FEEDLINE_CACHE/bench/venv-litdata, a venv of this interpreter with
 --system-site-packages from bench/e2e/requirements-litdata.txt (litdata
 needs torch >= 2.4, so that venv holds torch 2.13: the CPU build where
 the machine's wheel folder has it; numpy is Debian's). A failed install is
@@ -60,10 +60,13 @@ from bench.common import results as bench_results  # noqa: E402
 
 HERE = ROOT / "bench" / "e2e"
 PYTHON = sys.executable
-VENV = ROOT / "build" / "venv-litdata"
+# Outside the clone (scripts/envcache.py's cache folder), so that a fresh
+# clone reuses it; keyed by the requirements' hash through the status file.
+CACHE = pathlib.Path(os.environ.get("FEEDLINE_CACHE") or pathlib.Path.home() / ".cache" / "feedline") / "bench"
+VENV = CACHE / "venv-litdata"
 VENV_PYTHON = VENV / "bin" / "python"
 REQUIREMENTS = HERE / "requirements-litdata.txt"
-STATUS = ROOT / "build" / "status-litdata.json"  # --litdata-status
+STATUS = CACHE / "status-litdata.json"  # --litdata-status
 SEQ_LEN = 2048
 VOCAB = 50257  # GPT-2's, as nanoGPT's OpenWebText train.bin
 
