@@ -8,6 +8,7 @@ validate() checks a dict against it and is what the tests use.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
@@ -366,7 +367,8 @@ def trace_report(path: str) -> Report:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON ({e})") from e
     prof, fmt, n = from_trace(data, path)
-    step = anatomy(prof, "trace")
+    # The trace's folder first: a relative file in its stacks is most often beside it.
+    step = anatomy(prof, "trace", source_dirs=(os.path.dirname(os.path.abspath(path)),))
     if step is None:
         raise ValueError(f"{path}: no op inside a step: not a torch.profiler trace of a training loop "
                          "(profile with torch.profiler.profile(...) and prof.export_chrome_trace(path))")

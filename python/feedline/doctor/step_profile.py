@@ -199,6 +199,84 @@ def user_frame(stack: tuple[str, ...]) -> tuple[Optional[str], Optional[int], Op
     return None, None, None
 
 
+# -- a call's own line, from the source, where the profile names only its function ----------------
+# The calls each sync kind is made by, as the source spells them: the attribute called.
+_SOURCE_CALLS = {"item": {"item"}, "tolist": {"tolist"}, "cpu": {"cpu"}, "numpy": {"numpy"},
+                 "nonzero": {"nonzero", "masked_select", "unique", "unique_consecutive"}}
+
+
+def _source_file(file: str, dirs: tuple[str, ...]) -> Optional[str]:
+    """`file` as a profiler stack names it (absolute, or relative to an
+    entry of the profiled process's sys.path, which torch strips), found on
+    this machine: as given, or under one of `dirs` (the trace's folder, the
+    working directory, this process's sys.path)."""
+    import os
+    import sys
+    if os.path.isabs(file):
+        return file if os.path.isfile(file) else None
+    for d in (*dirs, os.getcwd(), *sys.path):
+        path = os.path.join(d or ".", file)
+        if os.path.isfile(path):
+            return os.path.abspath(path)
+    return None
+
+
+def _calls_in(node: Any, kind: str) -> list[int]:
+    """Lines of the calls of `kind` in `node`'s own body (not in functions,
+    lambdas or classes defined inside it, which are frames of their own)."""
+    import ast
+    names = _SOURCE_CALLS.get(kind)
+    out: list[int] = []
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.Call):
+            f = n.func
+            if (names is not None and isinstance(f, ast.Attribute) and f.attr in names) or \
+                    (kind == "print" and isinstance(f, ast.Name) and f.id == "print"):
+                out.append(n.lineno)
+        todo.extend(ast.iter_child_nodes(n))
+    return sorted(set(out))
+
+
+def source_call_line(file: Optional[str], line: Optional[int], function: Optional[str], kind: str,
+                     dirs: tuple[str, ...] = ()) -> Optional[int]:
+    """The line of the one call of `kind` (`.item()`, `.tolist()`, `print`,
+    ...) inside `function` of `file`, read from the source with `ast`, or
+    None when the file is not here, the function is not found or it makes
+    no such call or several. A profiler's stack names a frame by its
+    function and a line that is not the call's (the function's first line,
+    or the line running when the tracer started), so an offline trace needs
+    this to name the line the live run names. Functions of that name are
+    told apart by which one spans `line`."""
+    import ast
+    if not file or not function or kind not in (*_SOURCE_CALLS, "print"):
+        return None
+    path = _source_file(file, dirs)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    if function == "<module>":
+        scopes: list[Any] = [tree]
+    else:
+        scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.name == function]
+        if len(scopes) > 1 and line is not None:
+            def first(n: Any) -> int:
+                return min([n.lineno] + [d.lineno for d in n.decorator_list])
+            scopes = [n for n in scopes if first(n) <= line <= (n.end_lineno or n.lineno)]
+    if len(scopes) != 1:
+        return None
+    lines = _calls_in(scopes[0], kind)
+    return lines[0] if len(lines) == 1 else None
+
+
 def _sync_kind(op: Op, launched: list[Activity]) -> Optional[str]:
     """Why this top-level op makes the host wait for the device, or None."""
     for f in op.stack:
@@ -250,7 +328,8 @@ def _window_of(t: float, windows: list[tuple[float, float]]) -> Optional[int]:
     return None
 
 
-def anatomy(p: Profile, source: str, window: Optional[str] = None) -> Optional[StepAnatomy]:
+def anatomy(p: Profile, source: str, window: Optional[str] = None,
+            source_dirs: tuple[str, ...] = ()) -> Optional[StepAnatomy]:
     """The step anatomy of a Profile; None when it holds no op in a step."""
     if not p.windows:
         return None
@@ -327,13 +406,43 @@ def anatomy(p: Profile, source: str, window: Optional[str] = None) -> Optional[S
         step_mean_s=wall / steps / 1e6, ops_mean_s=inside / steps / 1e6, python_share=max(0.0, 1 - inside / wall),
         ops_per_step=n_top / steps, op_mean_s=sum(op.end_us - op.start_us for op, _, _ in top) / n_top / 1e6,
         top_ops=[OpShare(name=k, calls=int(v[0]), total_s=v[1] / 1e6, share=v[1] / wall) for k, v in top_ops],
-        syncs=[SyncSite(kind=k[0], op=v["op"], file=k[1], line=k[2], function=v["function"], calls=v["calls"],
-                        steps_with=len(v["steps"]), per_step_s=v["us"] / steps / 1e6,
-                        exact_line=v["exact"] and k[2] is not None)
-               for k, v in sorted(syncs.items(), key=lambda kv: (-len(kv[1]["steps"]), -kv[1]["calls"]))],
+        syncs=_merged_sites([_exact_from_source(
+                   SyncSite(kind=k[0], op=v["op"], file=k[1], line=k[2], function=v["function"], calls=v["calls"],
+                            steps_with=len(v["steps"]), per_step_s=v["us"] / steps / 1e6,
+                            exact_line=v["exact"] and k[2] is not None), source_dirs)
+               for k, v in sorted(syncs.items(), key=lambda kv: (-len(kv[1]["steps"]), -kv[1]["calls"]))]),
         copies=[CopyStat(direction=k[0], memory=k[1], calls=v["calls"], bytes=v["bytes"] if v["sized"] else None,
                          per_step_s=v["us"] / steps / 1e6, file=k[2], line=k[3]) for k, v in copies.items()],
         copies_note=note, cuda=p.cuda, device=device, matmul_dtypes=sorted(dtypes), tensor_cores=p.tensor_cores)
+
+
+def _exact_from_source(site: SyncSite, dirs: tuple[str, ...]) -> SyncSite:
+    """A site whose line the profile does not know exactly, with the call's
+    own line where the source names one (source_call_line)."""
+    if site.exact_line or site.file is None:
+        return site
+    line = source_call_line(site.file, site.line, site.function, site.kind, dirs)
+    if line is None:
+        return site
+    import dataclasses
+    return dataclasses.replace(site, line=line, exact_line=True)
+
+
+def _merged_sites(sites: list[SyncSite]) -> list[SyncSite]:
+    """Sites that became one (kind, file, line) once their lines were read
+    from the source (one call seen under two stack lines), merged; the order
+    kept (most steps first)."""
+    out: dict[tuple[str, Optional[str], Optional[int]], SyncSite] = {}
+    import dataclasses
+    for s in sites:
+        key = (s.kind, s.file, s.line)
+        if key in out:
+            o = out[key]
+            out[key] = dataclasses.replace(o, calls=o.calls + s.calls, steps_with=max(o.steps_with, s.steps_with),
+                                           per_step_s=o.per_step_s + s.per_step_s)
+        else:
+            out[key] = s
+    return sorted(out.values(), key=lambda s: (-s.steps_with, -s.calls))
 
 
 def with_exact_lines(p: Profile, sites: list[tuple[str, str, int, str]]) -> Profile:

@@ -114,21 +114,37 @@ def diagnose_trace(ev: Ev) -> list[Finding]:
     return rank(findings)
 
 
+# The findings of the step rules (rules/step.py) that predict a shorter step.
+STEP_FINDINGS = ("host_sync", "python_bound", "launch_bound", "pageable_copies")
+
+
 def rank(findings: list[Finding]) -> list[Finding]:
     """Orders findings: imminent memory exhaustion first, then by predicted
     speedup, a fix that removes work before one that adds processes when both
     predict about the same. "Input is fine" (step_bound) ranks as a 1.5x
     gain: above any small input-side fix, below a big one that the steady
     state does not show (worker start-up every epoch). What feedline would
-    give (switch_loader) comes after every finding that names a cause."""
-    def key(f: Finding) -> tuple[int, float]:
+    give (switch_loader) comes after every finding that names a cause.
+
+    When the step bounds the loop, a finding from inside the step that
+    predicts a gain (a Python-bound step, launch gaps, pageable copies)
+    names what "input is fine" only points at, so it ranks right above it
+    whatever its own prediction (the Python-bound one is a floor: a step of
+    hundreds of tiny ops gains far more from fusing than the time between
+    them, issue 40)."""
+    step_bound = any(f["id"] == "step_bound" for f in findings)
+
+    def key(f: Finding) -> tuple[int, float, int]:
         top = f["id"] == "memory_pressure" and f["severity"] == "high"
         speed = f.get("predicted_speedup") or 1.0
         if f["id"] == "step_bound":
             speed = STEP_BOUND_RANK
+        elif step_bound and f["id"] in STEP_FINDINGS and speed > 1.0:
+            speed = max(speed, STEP_BOUND_RANK)
         if f.get("remedy") == "parallelism":
             speed *= PREFER_CAUSE
-        return (0 if top else 2 if f.get("remedy") == "switch_loader" else 1, -speed)
+        return (0 if top else 2 if f.get("remedy") == "switch_loader" else 1, -speed,
+                1 if f["id"] == "step_bound" else 0)
     out = sorted(findings, key=key)
     for i, f in enumerate(out):
         f["rank"] = i + 1

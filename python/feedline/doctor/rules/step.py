@@ -121,9 +121,12 @@ def _python_bound(ev: Ev, m: StepModel) -> Optional[Finding]:
     # (its fixed dispatch cost, which compiling removes too, dominates it).
     if ops < MANY_OPS or (share < PYTHON_BOUND and op_mean >= TINY_OP):
         return None
+    tiny = op_mean < TINY_OP
+    title = (f"The step is Python-bound: {ops:.0f} tiny ops per step ({_ms(op_mean)} each, mostly dispatch), "
+             f"{_pct(share)} outside ops" if tiny and share < PYTHON_BOUND else
+             f"The step is Python-bound: {_pct(share)} outside ops, {ops:.0f} ops per step")
     return m.predict(
-        ev, m.step_s - st["ops_mean_s"], "python_bound",
-        f"The step is Python-bound: {_pct(share)} outside ops, {ops:.0f} ops per step",
+        ev, m.step_s - st["ops_mean_s"], "python_bound", title,
         f"Each step runs {ops:.0f} top-level ops averaging {_ms(op_mean)}; {_pct(share)} of the step "
         f"({_ms(m.step_s * share)} of {_ms(m.step_s)} under the profiler) is spent in Python between them "
         f"({st['window']}). The prediction keeps the ops as they are and removes every moment between them; a fix "
