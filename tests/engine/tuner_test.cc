@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "src/core/cpu.h"
 #include "src/engine/detail/tuner_policy.h"
-#include "src/io/read_ahead.h"
+#include "tests/engine/consume.h"
 #include "tests/engine/test_pipeline.h"
 
 namespace feedline {
@@ -23,6 +23,9 @@ using detail::TunerConfig;
 using detail::TunerLimits;
 using detail::TunerPolicy;
 using detail::TunerWindow;
+using testing::AutoOptions;
+using testing::Consume;
+using testing::RunResult;
 
 // A window of a loader with `threads` workers each serving a sample in
 // `service_s`, capped by `cores`, feeding a consumer that needs `step_s` per
@@ -170,54 +173,6 @@ Pipeline SleepPipeline(uint64_t samples, std::chrono::microseconds service) {
   return p;
 }
 
-struct RunResult {
-  uint32_t threads_end = 0;
-  double starved = 0;    // consumer wait share over the measured part
-  double rate = 0;       // samples/s the consumer took over the measured part
-  double demand = 0;     // samples/s the consumer would take if never kept waiting
-  double service_s = 0;  // workers' busy time per sample over the measured part
-  uint64_t max_charged = 0;
-};
-
-// Consumes `batches` batches spending `step` on each; measures the last half.
-RunResult Consume(Loader& loader, int batches, std::chrono::microseconds step) {
-  RunResult r;
-  Batch b;
-  bool end = false;
-  double wait = 0, total = 0;
-  uint64_t samples = 0;
-  WorkerMetrics at_half;
-  for (int i = 0; i < batches; ++i) {
-    if (i == batches / 2) at_half = loader.Metrics().WorkerTotals();
-    const auto t0 = std::chrono::steady_clock::now();
-    EXPECT_TRUE(loader.Next(&b, &end).ok());
-    if (end) {
-      --i;
-      continue;
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(step);
-    const auto t2 = std::chrono::steady_clock::now();
-    if (i >= batches / 2) {
-      samples += b.size();
-      wait += std::chrono::duration<double>(t1 - t0).count();
-      total += std::chrono::duration<double>(t2 - t0).count();
-    }
-    const MetricsSnapshot m = loader.Metrics();
-    r.max_charged = std::max(r.max_charged, m.tuner.charged_bytes);
-    EXPECT_LE(m.tuner.charged_bytes, m.tuner.ram_budget);
-  }
-  r.starved = wait / total;
-  r.rate = static_cast<double>(samples) / total;
-  r.demand = total > wait ? static_cast<double>(samples) / (total - wait) : 0;
-  const WorkerMetrics end_totals = loader.Metrics().WorkerTotals();
-  const uint64_t done = end_totals.samples - at_half.samples;
-  r.service_s =
-      done > 0 ? 1e-9 * static_cast<double>(end_totals.busy_ns - at_half.busy_ns) / done : 0;
-  r.threads_end = loader.num_threads();
-  return r;
-}
-
 bool Logged(Loader& loader, const std::string& what) {
   const MetricsSnapshot m = loader.Metrics();
   return std::any_of(m.tuner.log.begin(), m.tuner.log.end(),
@@ -274,16 +229,6 @@ uint32_t ExpectTheBudgetUnlessExplained(Loader& loader, uint32_t budget, int bat
     EXPECT_EQ(n, budget) << "fewer threads than the budget, and no reason logged";
   }
   return n;
-}
-
-LoaderOptions AutoOptions(uint64_t batch, uint32_t cpu_budget) {
-  LoaderOptions o;
-  o.batch_size = batch;
-  o.shuffle = true;
-  o.cpu_budget = cpu_budget;
-  o.tune_interval_ms = 20;
-  o.max_bytes = 64 << 20;
-  return o;
 }
 
 TEST(TunerLoaderTest, LandsOnTheThreadsTheConsumerNeedsAndLeavesTheRestIdle) {
@@ -433,79 +378,6 @@ TEST(TunerLoaderTest, FixedSettingsAreLeftAlone) {
   EXPECT_EQ(m.num_threads, 3u);
   EXPECT_FALSE(m.tuner.threads_auto);
   EXPECT_EQ(m.tuner.ring_depth, 4u);
-}
-
-TEST(TunerLoaderTest, SizesReadAheadToLatencyTimesRate) {
-  // A read op over io::ReadAhead whose fetches take 10 ms (a remote store):
-  // at ~1000 records/s, about 1000 x 1.2 x 10 ms x 1.5 + 1 = 19 in flight.
-  class SlowReadOp final : public SampleOp {
-   public:
-    SlowReadOp()
-        : ra_(
-              [](uint64_t, io::Fetched* f) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                f->buffer.assign(1000, 1);
-                f->data_size = 1000;
-                return Status::OK();
-              },
-              [](uint64_t) { return uint64_t{1000}; }, 1 << 20, 64) {}
-    std::string_view name() const override { return "read"; }
-    BackgroundWork* background() const override { return &ra_; }
-    Status Apply(Sample& s, OpState*) const override {
-      io::Fetched f;
-      Status st;
-      if (!ra_.Take(s.id(), &f, &st)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      *s.output_as<float>(0) = 1;
-      return st;
-    }
-
-   private:
-    mutable io::ReadAhead ra_;
-  };
-  Pipeline p;
-  p.num_samples = 100000;
-  p.fields = {{"x", DType::kFloat32, {1024}}};
-  p.ops.push_back(std::make_shared<SlowReadOp>());
-  LoaderOptions o = AutoOptions(16, 2);
-  auto loader = testing::MustCreate(std::move(p), o);
-  const RunResult r = Consume(*loader, 150, std::chrono::microseconds(16000));  // ~1000 records/s
-  // The tuner thread may be applying its last decision while a snapshot is
-  // taken (it sets the limits, then logs them): compare once it has made no
-  // change for 100 ms. With the consumer gone it makes none (a window without
-  // batches says nothing about demand).
-  MetricsSnapshot m = loader->Metrics();
-  for (int i = 0; i < 50; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    MetricsSnapshot again = loader->Metrics();
-    const bool quiet = again.tuner.changes == m.tuner.changes;
-    m = std::move(again);
-    if (quiet) break;
-  }
-  EXPECT_TRUE(m.tuner.read_ahead_auto);
-  // Little's law on the tuner's own measurements (a busy machine or a
-  // sanitizer moves the rate, not this relation): every read-ahead decision
-  // it logged is ceil(rate x latency x 1.5) + 1 for the rate and latency it
-  // logged (recomputed at both ends of their printed rounding), the latency
-  // is the fetch's (>= 10 ms), and the last one is in force.
-  const std::regex line(
-      R"(read-ahead \d+ -> (\d+) fetches, \d+ -> \d+ bytes: (\d+) records/s x ([\d.]+) ms)");
-  uint32_t last = 0;
-  int decisions = 0;
-  for (const std::string& s : m.tuner.log) {
-    std::smatch g;
-    if (!std::regex_search(s, g, line)) continue;
-    ++decisions;
-    last = static_cast<uint32_t>(std::stoul(g[1]));
-    const double rate = std::stod(g[2]), latency_ms = std::stod(g[3]);
-    EXPECT_GE(latency_ms, 10.0) << s;
-    const double lo = std::ceil((rate - 0.5) * (latency_ms - 0.05) * 1e-3 * 1.5) + 1;
-    const double hi = std::ceil((rate + 0.5) * (latency_ms + 0.05) * 1e-3 * 1.5) + 1;
-    EXPECT_GE(last, std::clamp(lo, 1.0, 64.0)) << s;
-    EXPECT_LE(last, std::clamp(hi, 1.0, 64.0)) << s;
-  }
-  ASSERT_GT(decisions, 0) << "no read-ahead decision in the tuner's log";
-  EXPECT_EQ(m.tuner.read_ahead_in_flight, last);
-  std::printf("%.0f records/s consumed; read-ahead %u in flight\n", r.rate, last);
 }
 
 TEST(CpuBudgetTest, ParsesCgroupAndMeminfo) {

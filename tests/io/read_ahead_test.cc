@@ -9,6 +9,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <regex>
+#include <cstdio>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -20,6 +24,8 @@
 #include "feedline/dataset.h"
 #include "feedline/shard.h"
 #include "gtest/gtest.h"
+#include "tests/engine/consume.h"
+#include "tests/engine/test_pipeline.h"
 #include "tests/io/fault_file.h"
 #include "tests/io/raw_epoch.h"
 
@@ -392,6 +398,81 @@ TEST_F(ReadAheadFaultTest, LatencyNeverChangesTheBytes) {
   ASSERT_TRUE(e.status.ok()) << e.status;
   EXPECT_EQ(injected, 0u);
   EXPECT_EQ(e.samples, clean_.samples);
+}
+
+// The tuner (engine) sizing io's read-ahead on a live loader: here, beside
+// the read-ahead's own tests, because it needs io::ReadAhead.
+TEST(ReadAheadTunerTest, SizesReadAheadToLatencyTimesRate) {
+  // A read op over io::ReadAhead whose fetches take 10 ms (a remote store):
+  // at ~1000 records/s, about 1000 x 1.2 x 10 ms x 1.5 + 1 = 19 in flight.
+  class SlowReadOp final : public SampleOp {
+   public:
+    SlowReadOp()
+        : ra_(
+              [](uint64_t, Fetched* f) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                f->buffer.assign(1000, 1);
+                f->data_size = 1000;
+                return Status::OK();
+              },
+              [](uint64_t) { return uint64_t{1000}; }, 1 << 20, 64) {}
+    std::string_view name() const override { return "read"; }
+    BackgroundWork* background() const override { return &ra_; }
+    Status Apply(Sample& s, OpState*) const override {
+      Fetched f;
+      Status st;
+      if (!ra_.Take(s.id(), &f, &st)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      *s.output_as<float>(0) = 1;
+      return st;
+    }
+
+   private:
+    mutable ReadAhead ra_;
+  };
+  Pipeline p;
+  p.num_samples = 100000;
+  p.fields = {{"x", DType::kFloat32, {1024}}};
+  p.ops.push_back(std::make_shared<SlowReadOp>());
+  LoaderOptions o = feedline::testing::AutoOptions(16, 2);
+  auto loader = feedline::testing::MustCreate(std::move(p), o);
+  const feedline::testing::RunResult r = feedline::testing::Consume(*loader, 150, std::chrono::microseconds(16000));  // ~1000 records/s
+  // The tuner thread may be applying its last decision while a snapshot is
+  // taken (it sets the limits, then logs them): compare once it has made no
+  // change for 100 ms. With the consumer gone it makes none (a window without
+  // batches says nothing about demand).
+  MetricsSnapshot m = loader->Metrics();
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    MetricsSnapshot again = loader->Metrics();
+    const bool quiet = again.tuner.changes == m.tuner.changes;
+    m = std::move(again);
+    if (quiet) break;
+  }
+  EXPECT_TRUE(m.tuner.read_ahead_auto);
+  // Little's law on the tuner's own measurements (a busy machine or a
+  // sanitizer moves the rate, not this relation): every read-ahead decision
+  // it logged is ceil(rate x latency x 1.5) + 1 for the rate and latency it
+  // logged (recomputed at both ends of their printed rounding), the latency
+  // is the fetch's (>= 10 ms), and the last one is in force.
+  const std::regex line(
+      R"(read-ahead \d+ -> (\d+) fetches, \d+ -> \d+ bytes: (\d+) records/s x ([\d.]+) ms)");
+  uint32_t last = 0;
+  int decisions = 0;
+  for (const std::string& s : m.tuner.log) {
+    std::smatch g;
+    if (!std::regex_search(s, g, line)) continue;
+    ++decisions;
+    last = static_cast<uint32_t>(std::stoul(g[1]));
+    const double rate = std::stod(g[2]), latency_ms = std::stod(g[3]);
+    EXPECT_GE(latency_ms, 10.0) << s;
+    const double lo = std::ceil((rate - 0.5) * (latency_ms - 0.05) * 1e-3 * 1.5) + 1;
+    const double hi = std::ceil((rate + 0.5) * (latency_ms + 0.05) * 1e-3 * 1.5) + 1;
+    EXPECT_GE(last, std::clamp(lo, 1.0, 64.0)) << s;
+    EXPECT_LE(last, std::clamp(hi, 1.0, 64.0)) << s;
+  }
+  ASSERT_GT(decisions, 0) << "no read-ahead decision in the tuner's log";
+  EXPECT_EQ(m.tuner.read_ahead_in_flight, last);
+  std::printf("%.0f records/s consumed; read-ahead %u in flight\n", r.rate, last);
 }
 
 }  // namespace
