@@ -447,8 +447,8 @@ class PythonMapOp final : public SampleOp {
       // first sample's output, learned at creation, is the loader's.
       py::list result = fn_->get()(values, seed);
       if (!out_.empty() && result.size() != out_.size()) {
-        return InternalError("python:map: " + std::to_string(result.size()) + " fields, the loader has " +
-                             std::to_string(out_.size()));
+        return InternalError("python:map: " + std::to_string(result.size()) +
+                             " fields, the loader has " + std::to_string(out_.size()));
       }
       std::vector<FieldSpec> got;
       std::vector<uint8_t> bytes;

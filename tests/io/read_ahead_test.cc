@@ -10,14 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <regex>
-#include <cstdio>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -435,7 +435,8 @@ TEST(ReadAheadTunerTest, SizesReadAheadToLatencyTimesRate) {
   p.ops.push_back(std::make_shared<SlowReadOp>());
   LoaderOptions o = feedline::testing::AutoOptions(16, 2);
   auto loader = feedline::testing::MustCreate(std::move(p), o);
-  const feedline::testing::RunResult r = feedline::testing::Consume(*loader, 150, std::chrono::microseconds(16000));  // ~1000 records/s
+  const feedline::testing::RunResult r = feedline::testing::Consume(
+      *loader, 150, std::chrono::microseconds(16000));  // ~1000 records/s
   // The tuner thread may be applying its last decision while a snapshot is
   // taken (it sets the limits, then logs them): compare once it has made no
   // change for 100 ms. With the consumer gone it makes none (a window without
