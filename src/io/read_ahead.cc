@@ -68,14 +68,28 @@ void ReadAhead::SetPlan(std::shared_ptr<const EpochPlan> plan, uint64_t first) {
   }
   {
     core::MutexLock l(&mu_);
-    ++generation_;
+    // The workers plan the next epoch once every record of this one is
+    // claimed, not taken: the records fetched (or in flight) for claims
+    // still being worked on are the ones they are about to Take. Dropping
+    // them made each of those workers read its record again itself, at
+    // every epoch boundary (issue 34). So the next epoch from its start
+    // keeps them (still inside the byte budget, which the new plan's
+    // fetches wait on), placed before the new plan's first position, where
+    // CatchUp's staleness rule ends any that nobody takes.
+    const bool next_epoch = plan_ != nullptr && first == 0 && plan->epoch == plan_->epoch + 1;
     plan_ = std::move(plan);
     next_ = first;
-    // Ready records of the old plan are dropped now; in-flight ones release
-    // their reservation when their fetch returns (they see the generation).
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->second.ready) bytes_ -= it->second.reserved;
-      it = entries_.erase(it);
+    if (next_epoch) {
+      for (auto& [id, e] : entries_) e.position = 0;
+    } else {
+      // Another order (SetEpoch, a restore): ready records of the old plan
+      // are dropped now; in-flight ones release their reservation when
+      // their fetch returns (they see the generation).
+      ++generation_;
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        if (it->second.ready) bytes_ -= it->second.reserved;
+        it = entries_.erase(it);
+      }
     }
   }
   cv_.SignalAll();
