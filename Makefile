@@ -188,12 +188,15 @@ tsan: deps
 	  ctest --output-on-failure -j $(JOBS)
 
 # clang-tidy reads the compile database of a clang configure (nothing is
-# built), one process per src/*.cc, $(JOBS) at a time; then every tracked C++
-# file must already be clang-formatted (`make format` fixes them).
+# built), one process per src/*.cc, $(JOBS) at a time, except for a file
+# whose preprocessed text, flags, checks and tool are those of an earlier
+# clean run (scripts/tidy-cached.py: its key in $(FEEDLINE_CACHE)/tidy; a
+# finding is never cached); then every tracked C++ file must already be
+# clang-formatted (`make format` fixes them).
 lint-cc: deps
 	CXX=clang++ cmake -S . -B $(BUILD_TIDY) -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF >/dev/null
-	run-clang-tidy -j $(JOBS) -p $(BUILD_TIDY) -quiet '$(CURDIR)/src/'
+	$(HOST_PYTHON) scripts/tidy-cached.py $(BUILD_TIDY) --jobs $(JOBS)
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc')
 
 # libFuzzer harnesses under ASan+UBSan, FUZZ_SECONDS each (CI runs a short pass).
