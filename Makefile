@@ -98,7 +98,7 @@ $(BUILD_TORCH2)/CMakeCache.txt: | deps $(VENV_TORCH2)/.installed
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF $(CMAKE_FLAGS)
 
 torch2-build: deps $(VENV_TORCH2)/.installed $(BUILD_TORCH2)/CMakeCache.txt
-	cmake --build $(BUILD_TORCH2) -j $(JOBS) --target feedline_cli feedline_python
+	cmake --build $(BUILD_TORCH2) -j $(JOBS) --target feedline_cli feedline_python feedline_example_ops
 
 test-torch2: torch2-build
 	$(VENV_TORCH2)/bin/python -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
