@@ -20,6 +20,7 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/op_registry.h"
+#include "feedline/raw_ops.h"
 #include "feedline/sample.h"
 #include "feedline/source.h"
 #include "feedline/status.h"
@@ -81,9 +82,7 @@ struct FEEDLINE_EXPORT SampleSpec {
 // name, or a source without a read op.
 FEEDLINE_EXPORT Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec);
 
-// Field ops any recipe may use.
-// Writes the sample's label into int64 field `field`.
-FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeLabelOp(size_t field);
+// Field ops any recipe may use (and MakeLabelOp, MakeRawBytesOp: raw_ops.h).
 // The op that fills field `field` (of FieldSpecOf(request)) from the
 // sample's parts. A sample without any of the request's parts fails with
 // NotFound naming the field, the parts looked for and the parts it has;
@@ -118,22 +117,11 @@ FEEDLINE_EXPORT Status AppendFieldOps(const std::vector<FieldRequest>& requests,
                                       bool source_has_labels, Pipeline* pipeline,
                                       size_t output_offset = 0);
 
-// Writes the sample's bytes into uint8 field `bytes_field` (capacity
-// max_bytes, zero padded) and their length into int64 field `length_field`.
-// A record longer than max_bytes is a sample error naming its size and the
-// limit.
-FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeRawBytesOp(size_t bytes_field,
-                                                               size_t length_field,
-                                                               uint64_t max_bytes);
-
 // The same recipes over any read op (MakeReadFileOp, MakeShardReadOp,
 // MakeTarReadOp, ...) that fills each sample's bytes, label and location.
 // read -> decode_transform -> label, fields {"image", "label"}.
 FEEDLINE_EXPORT Pipeline MakeImagePipeline(std::shared_ptr<const SampleOp> read_op,
                                            uint64_t num_samples, const ImageTransform& transform);
-// read -> raw bytes -> label, fields {"bytes" uint8 [max_bytes], "length", "label"}.
-FEEDLINE_EXPORT Pipeline MakeRawPipeline(std::shared_ptr<const SampleOp> read_op,
-                                         uint64_t num_samples, uint64_t max_bytes);
 
 // Shorthands for the common cases.
 // The standard image pipeline over a folder, fields {"image", "label"}.

@@ -4,7 +4,7 @@ hold the Python-op lock and the GIL.
 
 - the middle of a torchvision Compose split into native prefix, Python
   middle and native suffix (`chain_runner`),
-- `map=` on a sample dict (`map_runner`),
+- `map=` on a sample dict (`MapRunner`),
 - `batch_map=` on collated batches, on a background thread (`BatchMapThread`).
 
 Each per-sample call runs with torch's default CPU generator, `random` and
@@ -224,12 +224,6 @@ class MapRunner:
         if self.out_names is None:  # learned only once a whole sample converted
             self.out_names, self.out_kinds = names, kinds
         return result
-
-
-def map_runner(fn: Callable[[dict], Any], names: Sequence[str], kinds: Sequence[str],
-               fixed: Optional[Sequence[str]] = None) -> MapRunner:
-    """The map= runner (MapRunner)."""
-    return MapRunner(fn, names, kinds, fixed)
 
 
 class BatchMapThread:

@@ -341,7 +341,7 @@ class Loader:
             else:
                 names, kinds = ["image", "label"], ["image", "label"]
                 fixed = names  # (images, labels) per batch
-            map_run = _pyops.map_runner(map, names, kinds, fixed)
+            map_run = _pyops.MapRunner(map, names, kinds, fixed)
             recipe.map = map_run
         if batch_map is not None:
             if not callable(batch_map):

@@ -21,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYER_OF_HEADER = {
     "export.h": "core", "status.h": "core", "buffer.h": "core", "random.h": "core",
     "sample.h": "engine", "sampler.h": "engine", "batch.h": "engine", "loader.h": "engine",
-    "metrics.h": "engine",
+    "metrics.h": "engine", "raw_ops.h": "engine",
     "image.h": "image",
     "file.h": "io", "shard.h": "io", "shard_format.h": "io", "dataset.h": "io", "image_folder.h": "io",
     "webdataset.h": "io", "source.h": "io", "list_dataset.h": "io",

@@ -1,12 +1,11 @@
 // One epoch of raw bytes through a real Loader, collected by sample id, so
 // fault tests can compare a faulty run with a clean one byte for byte. Built
-// on the engine alone (Pipeline, MakeOp): io's tests link io, not the
-// recipes layer above it (which knows images).
+// on the engine alone (raw_ops.h): io's tests link io, not the recipes
+// layer above it (which knows images).
 #ifndef FEEDLINE_TESTS_IO_RAW_EPOCH_H_
 #define FEEDLINE_TESTS_IO_RAW_EPOCH_H_
 
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <utility>
@@ -14,7 +13,7 @@
 
 #include "feedline/batch.h"
 #include "feedline/loader.h"
-#include "feedline/sample.h"
+#include "feedline/raw_ops.h"
 
 namespace feedline::testing {
 
@@ -23,31 +22,6 @@ struct RawEpoch {
   std::map<uint64_t, std::pair<int64_t, std::vector<uint8_t>>> samples;  // id -> (label, bytes)
   std::vector<SampleError> skipped;
 };
-
-// read -> the record's bytes (zero padded to max_bytes), its length and its
-// label: fields {"bytes" uint8 [max_bytes], "length", "label"}.
-inline Pipeline RawBytesPipeline(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
-                                 uint64_t max_bytes) {
-  Pipeline p;
-  p.num_samples = num_samples;
-  p.fields = {{"bytes", DType::kUInt8, {static_cast<int64_t>(max_bytes)}},
-              {"length", DType::kInt64, {}},
-              {"label", DType::kInt64, {}}};
-  p.ops = {std::move(read_op), MakeOp("raw_bytes", [max_bytes](Sample& s) {
-             const std::span<const uint8_t> data = s.data();
-             if (data.size() > max_bytes) {
-               return ResourceExhaustedError("record is " + std::to_string(data.size()) +
-                                             " bytes, over " + std::to_string(max_bytes));
-             }
-             uint8_t* out = s.output_as<uint8_t>(0);
-             std::memcpy(out, data.data(), data.size());
-             std::memset(out + data.size(), 0, max_bytes - data.size());
-             *s.output_as<int64_t>(1) = static_cast<int64_t>(data.size());
-             *s.output_as<int64_t>(2) = s.label;
-             return Status::OK();
-           })};
-  return p;
-}
 
 // `read_op` over `num_samples` records of at most `max_bytes`, unshuffled.
 inline RawEpoch RunRawEpoch(std::shared_ptr<const SampleOp> read_op, uint64_t num_samples,
@@ -61,7 +35,7 @@ inline RawEpoch RunRawEpoch(std::shared_ptr<const SampleOp> read_op, uint64_t nu
   o.max_errors = max_errors;
   RawEpoch out;
   Result<std::unique_ptr<Loader>> loader =
-      Loader::Create(RawBytesPipeline(std::move(read_op), num_samples, max_bytes), o);
+      Loader::Create(MakeRawPipeline(std::move(read_op), num_samples, max_bytes), o);
   if (!loader.ok()) {
     out.status = loader.status();
     return out;

@@ -148,7 +148,7 @@ def test_a_step_of_hundreds_of_tiny_ops_on_a_fast_input_is_named_python_bound_fi
     ids = [f["id"] for f in r.findings]
     assert ids[0] == "python_bound", [(f["id"], f["title"]) for f in r.findings]
     f = r.findings[0]
-    assert "tiny ops" in f["title"] and "torch.compile" in f["fix"]
+    assert "Python-bound" in f["title"] and "torch.compile" in f["fix"]  # "tiny ops" when under half is outside them
     if "step_bound" in ids:
         assert ids.index("python_bound") < ids.index("step_bound")
 

@@ -18,7 +18,11 @@ Step windows: `ProfilerStep#N` (what prof.step() marks) or the doctor's own
 """
 from __future__ import annotations
 
+import ast
+import dataclasses
+import os
 import re
+import sys
 from typing import Any, NamedTuple, Optional
 
 from .evidence import CopyStat, DeviceBusy, OpShare, StepAnatomy, SyncSite
@@ -210,8 +214,6 @@ def _source_file(file: str, dirs: tuple[str, ...]) -> Optional[str]:
     entry of the profiled process's sys.path, which torch strips), found on
     this machine: as given, or under one of `dirs` (the trace's folder, the
     working directory, this process's sys.path)."""
-    import os
-    import sys
     if os.path.isabs(file):
         return file if os.path.isfile(file) else None
     for d in (*dirs, os.getcwd(), *sys.path):
@@ -224,7 +226,6 @@ def _source_file(file: str, dirs: tuple[str, ...]) -> Optional[str]:
 def _calls_in(node: Any, kind: str) -> list[int]:
     """Lines of the calls of `kind` in `node`'s own body (not in functions,
     lambdas or classes defined inside it, which are frames of their own)."""
-    import ast
     names = _SOURCE_CALLS.get(kind)
     out: list[int] = []
     todo = list(ast.iter_child_nodes(node))
@@ -251,7 +252,6 @@ def source_call_line(file: Optional[str], line: Optional[int], function: Optiona
     or the line running when the tracer started), so an offline trace needs
     this to name the line the live run names. Functions of that name are
     told apart by which one spans `line`."""
-    import ast
     if not file or not function or kind not in (*_SOURCE_CALLS, "print"):
         return None
     path = _source_file(file, dirs)
@@ -424,7 +424,6 @@ def _exact_from_source(site: SyncSite, dirs: tuple[str, ...]) -> SyncSite:
     line = source_call_line(site.file, site.line, site.function, site.kind, dirs)
     if line is None:
         return site
-    import dataclasses
     return dataclasses.replace(site, line=line, exact_line=True)
 
 
@@ -433,7 +432,6 @@ def _merged_sites(sites: list[SyncSite]) -> list[SyncSite]:
     from the source (one call seen under two stack lines), merged; the order
     kept (most steps first)."""
     out: dict[tuple[str, Optional[str], Optional[int]], SyncSite] = {}
-    import dataclasses
     for s in sites:
         key = (s.kind, s.file, s.line)
         if key in out:
@@ -451,7 +449,6 @@ def with_exact_lines(p: Profile, sites: list[tuple[str, str, int, str]]) -> Prof
     only names the function: the most frequent line of that kind of call in
     that function of that file."""
     import collections
-    import os
     if not sites:
         return p
     ops = []
