@@ -63,9 +63,17 @@ demo: demo-build $(DEMO_DATA)/class_0000 $(DEMO_DATA)-shards/manifest.json
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m feedline.demo --data $(DEMO_DATA) \
 	  --shards $(DEMO_DATA)-shards --out $(BUILD)/demo
 
-test: build
+# The S3-compatible server the object-store tests start (moto's, ~100 MB,
+# no torch): a venv in the cache like the others (tests/integration/s3_server.py).
+S3_PIP := -r scripts/requirements-s3.txt
+VENV_S3 := $(shell $(ENVCACHE) path s3 --python $(HOST_PYTHON) -- $(S3_PIP))
+
+$(VENV_S3)/.installed:
+	$(ENVCACHE) make s3 --python $(HOST_PYTHON) -- $(S3_PIP) >/dev/null
+
+test: build $(VENV_S3)/.installed
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
+	FEEDLINE_S3_VENV=$(VENV_S3) FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
 	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests/integration tests/python
 	@echo "benchmark smoke (quick mode, so the benchmark code cannot rot):"
 	./$(BUILD)/bench/engine_benchmark --benchmark_min_time=0.01 --benchmark_filter='BM_EngineTrivialOp' \
@@ -100,9 +108,9 @@ $(BUILD_TORCH2)/CMakeCache.txt: | deps $(VENV_TORCH2)/.installed
 torch2-build: deps $(VENV_TORCH2)/.installed $(BUILD_TORCH2)/CMakeCache.txt
 	cmake --build $(BUILD_TORCH2) -j $(JOBS) --target feedline_cli feedline_python feedline_example_ops
 
-test-torch2: torch2-build
+test-torch2: torch2-build $(VENV_S3)/.installed
 	$(VENV_TORCH2)/bin/python -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
-	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	FEEDLINE_S3_VENV=$(VENV_S3) FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
 	  $(VENV_TORCH2)/bin/python -m pytest -q -rs -p no:cacheprovider tests/integration tests/python
 
 # A new user's install (README): `pip install .` into a fresh venv of the
@@ -225,7 +233,7 @@ fuzz: deps
 
 # Every cached environment CI uses, made where missing (.ci/run runs this
 # in the background beside make test); each one's own target makes it too.
-envs: $(VENV_TORCH2)/.installed $(VENV_LINT)/.installed
+envs: $(VENV_TORCH2)/.installed $(VENV_LINT)/.installed $(VENV_S3)/.installed
 	$(PEERS_PYTHON) bench/peers/envs.py --venvs-only
 
 format:

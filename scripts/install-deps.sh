@@ -23,7 +23,9 @@ PACKAGES=(
   libgif-dev           # GIF decode (first frame)
   libhwy-dev           # Highway: the resampler's SIMD kernels, dispatched at run time (AVX2, AVX-512, NEON)
   nlohmann-json3-dev   # dataset manifests and JSON Lines pack inputs (header-only)
-  libcurl4-openssl-dev # HTTP(S) range reads of remote datasets
+  libcurl4-openssl-dev # HTTP(S) range reads of remote datasets and S3 requests
+  libssl-dev           # S3: SHA-256 and HMAC for SigV4 signing (OpenSSL, which libcurl uses too)
+  libexpat1-dev        # S3: the XML of listings, errors and multipart answers
   ccache               # CI compiles six configurations of one tree: unchanged files come from the cache
   nginx                # the real HTTP server the remote-read tests start on 127.0.0.1
   # Python side: the reference (PIL/torchvision) tests and the peer benchmark.

@@ -1,5 +1,6 @@
 // Random-access files: the seam between readers and where bytes live (a
-// local file via pread, or an HTTP(S) URL via range requests), in the manner
+// local file via pread, an HTTP(S) URL via range requests, or an S3 object,
+// s3://bucket/key, via signed ranged GETs: object_store.h), in the manner
 // of leveldb's Env. Also where tests inject faults: SetFileWrapperForTesting
 // passes every file OpenFile opens through a test's wrapper (tests/io/
 // fault_file.h injects EIO, short reads and latency that way).
@@ -30,20 +31,46 @@ class FEEDLINE_EXPORT RandomAccessFile {
   virtual const std::string& name() const = 0;
 };
 
+// S3 and S3-compatible stores (docs/object_stores.md). Every field left
+// empty is resolved as the AWS CLI resolves it: from AWS_* environment
+// variables, then the shared ~/.aws/config and ~/.aws/credentials files.
+struct FEEDLINE_EXPORT S3Options {
+  std::string endpoint_url;  // "": AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's, AWS's
+  std::string region;        // "": AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1
+  std::string profile;       // "": AWS_PROFILE, else "default"
+  // kAuto: path-style (endpoint/bucket/key) for custom endpoints, IP hosts
+  // and bucket names that are not DNS labels; virtual-hosted otherwise.
+  enum class Addressing { kAuto, kPath, kVirtual };
+  Addressing addressing = Addressing::kAuto;
+  bool anonymous = false;  // unsigned requests, for public buckets
+  // A read of at least two parts is split into ranged GETs of part_bytes,
+  // up to max_concurrency in flight; uploads above part_bytes go multipart.
+  uint64_t part_bytes = 8u << 20;
+  uint32_t max_concurrency = 8;
+};
+
 struct FEEDLINE_EXPORT HttpOptions {
   uint32_t connect_timeout_ms = 5000;
   // A transfer that moves less than 1 byte/s for this long is a stall.
   uint32_t stall_timeout_ms = 10000;
   uint32_t request_timeout_ms = 60000;
   uint32_t max_attempts = 4;         // per range request
-  uint32_t initial_backoff_ms = 50;  // doubled after each failed attempt
+  uint32_t initial_backoff_ms = 50;  // doubled after each failed attempt (S3: full jitter)
+  S3Options s3;                      // for s3:// names
 };
 
 // True for http:// and https:// names.
 FEEDLINE_EXPORT bool IsUrl(const std::string& name);
+// True for s3:// names.
+FEEDLINE_EXPORT bool IsS3Url(const std::string& name);
+// Either: data that is not on a local file system (no page cache, no
+// descriptor limit, read ahead by default).
+FEEDLINE_EXPORT bool IsRemote(const std::string& name);
 
-// A local path (pread) or a URL (HTTP range requests; the size comes from a
-// HEAD request and the server must honour Range).
+// A local path (pread), a URL (HTTP range requests; the size comes from a
+// HEAD request and the server must honour Range), or an s3:// object (its
+// size and ETag from HeadObject; every read If-Match that ETag, so an object
+// replaced mid-epoch is DataLoss, never a mix of two versions).
 FEEDLINE_EXPORT Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name,
                                                                    const HttpOptions& http = {});
 

@@ -48,6 +48,7 @@ struct FEEDLINE_EXPORT TarOptions {
   // members, several images allowed; two members with the same extension
   // are still an error.
   bool require_image = true;
+  HttpOptions http;  // for remote tars (https:// or s3://)
 };
 
 class FEEDLINE_EXPORT TarDataset {

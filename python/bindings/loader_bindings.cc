@@ -21,6 +21,7 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
+#include "feedline/object_store.h"
 #include "feedline/op_registry.h"
 #include "feedline/pipeline_builder.h"
 #include "feedline/source.h"
@@ -609,7 +610,61 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("stall_timeout_ms", &HttpOptions::stall_timeout_ms)
       .def_readwrite("request_timeout_ms", &HttpOptions::request_timeout_ms)
       .def_readwrite("max_attempts", &HttpOptions::max_attempts)
-      .def_readwrite("initial_backoff_ms", &HttpOptions::initial_backoff_ms);
+      .def_readwrite("initial_backoff_ms", &HttpOptions::initial_backoff_ms)
+      .def_readwrite("s3", &HttpOptions::s3);
+
+  py::class_<S3Options> s3(m, "S3Options");
+  py::enum_<S3Options::Addressing>(s3, "Addressing")
+      .value("AUTO", S3Options::Addressing::kAuto)
+      .value("PATH", S3Options::Addressing::kPath)
+      .value("VIRTUAL", S3Options::Addressing::kVirtual);
+  s3.def(py::init<>())
+      .def_readwrite("endpoint_url", &S3Options::endpoint_url)
+      .def_readwrite("region", &S3Options::region)
+      .def_readwrite("profile", &S3Options::profile)
+      .def_readwrite("addressing", &S3Options::addressing)
+      .def_readwrite("anonymous", &S3Options::anonymous)
+      .def_readwrite("part_bytes", &S3Options::part_bytes)
+      .def_readwrite("max_concurrency", &S3Options::max_concurrency);
+  // object_store.h: listing and uploads (feedline.object_store).
+  m.def(
+      "list_objects",
+      [](const std::string& url, const HttpOptions& http) {
+        Result<std::vector<ObjectInfo>> r = [&] {
+          py::gil_scoped_release nogil;
+          return ListObjects(url, http);
+        }();
+        ThrowIfError(r.status());
+        py::list out;
+        for (const ObjectInfo& o : *r) out.append(py::make_tuple(o.key, o.size, o.etag));
+        return out;
+      },
+      py::arg("url"), py::arg("http") = HttpOptions());
+  m.def(
+      "upload_directory",
+      [](const std::string& dir, const std::string& url, const std::string& last,
+         const HttpOptions& http) {
+        Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = UploadDirectory(dir, url, last, http);
+        }
+        ThrowIfError(st);
+      },
+      py::arg("dir"), py::arg("url"), py::arg("last") = "", py::arg("http") = HttpOptions());
+  m.def(
+      "read_object",
+      [](const std::string& url, uint64_t max_bytes, const HttpOptions& http) {
+        std::vector<uint8_t> out;
+        Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = ReadObject(url, max_bytes, &out, http);
+        }
+        ThrowIfError(st);
+        return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+      },
+      py::arg("url"), py::arg("max_bytes") = uint64_t{1} << 30, py::arg("http") = HttpOptions());
 
   py::class_<SourceOptions>(m, "SourceOptions")
       .def(py::init<>())

@@ -264,13 +264,32 @@ def transform_image(data: bytes, transform: ImageTransform, crop: Optional[Tuple
                     flip: bool = ..., seed: int = ...) -> bytes:
     """One image through the fused path: the output tensor's raw bytes."""
 
+class S3Options:
+    class Addressing:
+        AUTO: "S3Options.Addressing"
+        PATH: "S3Options.Addressing"
+        VIRTUAL: "S3Options.Addressing"
+    endpoint_url: str
+    region: str
+    profile: str
+    addressing: "S3Options.Addressing"
+    anonymous: bool
+    part_bytes: int
+    max_concurrency: int
+    def __init__(self) -> None: ...
+
 class HttpOptions:
     connect_timeout_ms: int
     stall_timeout_ms: int
     request_timeout_ms: int
     max_attempts: int
     initial_backoff_ms: int
+    s3: S3Options
     def __init__(self) -> None: ...
+
+def list_objects(url: str, http: HttpOptions = ...) -> List[Tuple[str, int, str]]: ...
+def upload_directory(dir: str, url: str, last: str = ..., http: HttpOptions = ...) -> None: ...
+def read_object(url: str, max_bytes: int = ..., http: HttpOptions = ...) -> bytes: ...
 
 class SourceOptions:
     http: HttpOptions

@@ -194,6 +194,12 @@ class Loader:
             workers within this many bytes (taken out of max_bytes); None =
             64 MiB for URLs, 0 for local files (the page cache reads ahead).
         read_ahead_threads: fetches in flight at most.
+        endpoint_url: for s3:// sources, the S3-compatible server (MinIO,
+            Ceph, R2, a local moto); None = AWS_ENDPOINT_URL_S3,
+            AWS_ENDPOINT_URL, the profile's, else AWS. Credentials, region
+            and profile come from the AWS environment variables and files
+            (docs/object_stores.md).
+        s3_anonymous: unsigned S3 requests, for public buckets.
         skip_hidden_dirs: for image folders, leave out directories whose
             name starts with "." (``.ipynb_checkpoints``, ``.git``), as
             classes and inside classes. Off by default: the listing is then
@@ -217,7 +223,8 @@ class Loader:
                  ram_budget: Optional[int] = None, max_errors: int = 0, timeout: float = 0.0,
                  rank: Optional[int] = None, world_size: Optional[int] = None, elastic: bool = False,
                  http_timeout: float = 10.0, http_retries: int = 3, read_ahead_bytes: Optional[int] = None,
-                 read_ahead_threads: int = 8, device: Device = None, cpu_budget: Optional[int] = None,
+                 read_ahead_threads: int = 8, endpoint_url: Optional[str] = None, s3_anonymous: bool = False,
+                 device: Device = None, cpu_budget: Optional[int] = None,
                  max_bytes: Optional[int] = None, skip_hidden_dirs: bool = False, strict: bool = False,
                  fields: Optional[Mapping[str, _fields.FieldValue]] = None, collate: str = "stack",
                  map: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
@@ -304,6 +311,10 @@ class Loader:
         http = src.http
         http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
         http.max_attempts = 1 + int(http_retries)
+        if endpoint_url is not None:
+            http.s3.endpoint_url = str(endpoint_url)
+        if s3_anonymous:
+            http.s3.anonymous = True
         src.http = http
         if read_ahead_bytes is not None:
             src.read_ahead_bytes = int(read_ahead_bytes)

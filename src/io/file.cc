@@ -17,6 +17,8 @@ namespace feedline {
 namespace io {
 Result<std::unique_ptr<RandomAccessFile>> OpenHttpFile(const std::string& url,
                                                        const HttpOptions& options);
+Result<std::unique_ptr<RandomAccessFile>> OpenS3File(const std::string& url,
+                                                     const HttpOptions& options);
 }  // namespace io
 
 namespace {
@@ -62,6 +64,10 @@ class PosixFile final : public RandomAccessFile {
 bool IsUrl(const std::string& name) {
   return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0;
 }
+
+bool IsS3Url(const std::string& name) { return name.rfind("s3://", 0) == 0; }
+
+bool IsRemote(const std::string& name) { return IsUrl(name) || IsS3Url(name); }
 
 std::string JoinName(const std::string& base, const std::string& leaf) {
   if (base.empty()) return leaf;
@@ -124,6 +130,7 @@ namespace {
 Result<std::unique_ptr<RandomAccessFile>> OpenUnwrapped(const std::string& name,
                                                         const HttpOptions& http) {
   if (IsUrl(name)) return io::OpenHttpFile(name, http);
+  if (IsS3Url(name)) return io::OpenS3File(name, http);
   // O_NONBLOCK: opening a fifo must not wait for a writer; it is refused below.
   constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
   int fd = ::open(name.c_str(), kFlags);

@@ -68,7 +68,7 @@ Result<std::unique_ptr<RandomAccessFile>> FileCache::OpenLocal(const std::string
 
 Result<std::unique_ptr<RandomAccessFile>> FileCache::Open(const std::string& name,
                                                           const HttpOptions& http) {
-  if (IsUrl(name)) return OpenFile(name, http);
+  if (IsRemote(name)) return OpenFile(name, http);
   MakeRoom();
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenLocal(name));
   const uint64_t size = file->size();

@@ -25,6 +25,13 @@ Source::Kind DetectSourceKind(const std::string& path) {
   if (IsUrl(path))
     return Source::Kind::kShards;  // remote data: a packed dataset served over HTTP(S)
   const fs::path ext = fs::path(path).extension();
+  if (IsS3Url(path)) {
+    // An object store: a .tar or list object by its name; a prefix holds a
+    // packed dataset (its manifest.json is read at open).
+    if (ext == ".tar") return Source::Kind::kTar;
+    if (ext == ".csv" || ext == ".jsonl") return Source::Kind::kList;
+    return Source::Kind::kShards;
+  }
   if (ext == ".tar") return Source::Kind::kTar;
   if (ext == ".csv" || ext == ".jsonl") return Source::Kind::kList;
   std::error_code ec;
@@ -45,13 +52,14 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   namespace fs = std::filesystem;
   std::error_code ec;
   Source s;
-  const bool url = IsUrl(path);
+  const bool url = IsRemote(path);
   ReadAheadOptions ra;
   ra.max_bytes = options.read_ahead_bytes != ~uint64_t{0} ? options.read_ahead_bytes
                  : url                                    ? (64u << 20)
                                                           : 0;
   ra.threads = options.read_ahead_threads;
-  if (url) {  // remote data: a packed dataset served over HTTP(S)
+  if (url && DetectSourceKind(path) == Source::Kind::kShards) {
+    // remote data: a packed dataset served over HTTP(S) or in a bucket
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds,
                               ShardDataset::Open(path, options.http));
     s.kind = Source::Kind::kShards;
@@ -64,6 +72,7 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
   if (kind == Source::Kind::kTar) {
     TarOptions tar;
     tar.require_image = !options.parts;
+    tar.http = options.http;
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TarDataset> ds,
                               TarDataset::OpenPath(path, tar));
     s.kind = Source::Kind::kTar;

@@ -26,6 +26,7 @@ bool IsImageExtension(const std::string& ext) {
 }
 
 constexpr uint64_t kBlock = 512;
+constexpr uint64_t kIndexBlock = 4u << 20;
 // A label file is a short decimal integer; anything longer is not one.
 constexpr uint64_t kMaxClsBytes = 64;
 
@@ -118,7 +119,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
   const std::shared_ptr<io::FileCache> cache = io::FileCache::Default();
   for (uint32_t t = 0; t < ds->paths_.size(); ++t) {
     const std::string& path = ds->paths_[t];
-    Result<std::unique_ptr<RandomAccessFile>> opened = cache->Open(path);
+    Result<std::unique_ptr<RandomAccessFile>> opened = cache->Open(path, options.http);
     if (!opened.ok()) return opened.status().WithContext("tar");
     ds->files_.push_back(std::move(opened).value());
     const RandomAccessFile& file = *ds->files_.back();
@@ -128,6 +129,28 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
                            ": " + why);
     };
 
+    // Remote tars (URLs, s3://) carry no index: the headers are read in
+    // blocks of kIndexBlock, one ranged request each, not one per member.
+    const bool remote = IsRemote(path);
+    std::vector<uint8_t> block;
+    uint64_t block_start = 0;
+    auto read = [&](uint64_t at, size_t n, void* out) -> Status {
+      if (!remote || n > kIndexBlock) return file.Read(at, n, out);
+      if (block.empty() || at < block_start || at + n > block_start + block.size()) {
+        const uint64_t len = std::min<uint64_t>(kIndexBlock, size - at);
+        if (len < n) return file.Read(at, n, out);
+        block.resize(static_cast<size_t>(len));
+        block_start = at;
+        const Status st = file.Read(at, block.size(), block.data());
+        if (!st.ok()) {
+          block.clear();
+          return st;
+        }
+      }
+      std::memcpy(out, block.data() + (at - block_start), n);
+      return Status::OK();
+    };
+
     std::vector<Member> members;
     std::string long_name;
     uint8_t h[kBlock];
@@ -135,10 +158,10 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
     bool ended = false;
     while (pos + kBlock <= size) {
       // Read errors name the tar and the member as the parse errors do.
-      const Status read = file.Read(pos, kBlock, h);
-      if (!read.ok())
-        return read.WithContext("tar '" + path + "' member header at offset " +
-                                std::to_string(pos));
+      const Status read_header = read(pos, kBlock, h);
+      if (!read_header.ok())
+        return read_header.WithContext("tar '" + path + "' member header at offset " +
+                                       std::to_string(pos));
       if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) {
         ended = true;  // end-of-archive marker
         break;
@@ -166,7 +189,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
       if (type == 'L' || type == 'x') {  // GNU long name / PAX header for the next member
         if (member_size > (1u << 20)) return bad(pos, "oversized extended header");
         std::string text(member_size, '\0');
-        const Status read_text = file.Read(data, member_size, text.data());
+        const Status read_text = read(data, member_size, text.data());
         if (!read_text.ok()) {
           return read_text.WithContext("tar '" + path + "' member header at offset " +
                                        std::to_string(pos));
@@ -249,10 +272,10 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
           if (m.size > kMaxClsBytes)
             return bad(m.header_offset, "'" + m.name + "' is too long for a label");
           std::string text(m.size, '\0');
-          const Status read = file.Read(m.offset, m.size, text.data());
-          if (!read.ok()) {
-            return read.WithContext("tar '" + path + "' label member '" + m.name + "' at offset " +
-                                    std::to_string(m.header_offset));
+          const Status read_cls = read(m.offset, m.size, text.data());
+          if (!read_cls.ok()) {
+            return read_cls.WithContext("tar '" + path + "' label member '" + m.name +
+                                        "' at offset " + std::to_string(m.header_offset));
           }
           char* end = nullptr;
           errno = 0;
