@@ -141,7 +141,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
         if (len < n) return file.Read(at, n, out);
         block.resize(static_cast<size_t>(len));
         block_start = at;
-        const Status st = file.Read(at, block.size(), block.data());
+        Status st = file.Read(at, block.size(), block.data());
         if (!st.ok()) {
           block.clear();
           return st;
@@ -153,7 +153,7 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
 
     std::vector<Member> members;
     std::string long_name;
-    uint8_t h[kBlock];
+    uint8_t h[kBlock] = {};  // filled by read(); zeroed for the analyzer
     uint64_t pos = 0;
     bool ended = false;
     while (pos + kBlock <= size) {

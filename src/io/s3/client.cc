@@ -651,7 +651,7 @@ std::string EnvKey() {
         "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
         "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED",
         "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "HOME"}) {
-    const char* v = std::getenv(name);
+    const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): as config.cc
     (k += '\n') += v != nullptr ? v : "\x01";
   }
   return k;

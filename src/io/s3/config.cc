@@ -29,7 +29,8 @@ namespace feedline::io::s3 {
 namespace {
 
 std::string Env(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v =
+      std::getenv(name);  // NOLINT(concurrency-mt-unsafe): feedline never sets the environment
   return v != nullptr ? std::string(v) : std::string();
 }
 
