@@ -44,7 +44,8 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* user) {
 
 class HttpFile final : public RandomAccessFile {
  public:
-  HttpFile(std::string url, HttpOptions options) : url_(std::move(url)), options_(options) {}
+  HttpFile(std::string url, HttpOptions options)
+      : url_(std::move(url)), options_(std::move(options)) {}
   ~HttpFile() override {
     for (CURL* h : pool_) curl_easy_cleanup(h);
   }
