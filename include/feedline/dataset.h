@@ -65,11 +65,6 @@ class FEEDLINE_EXPORT ShardDataset {
   std::vector<uint64_t> first_record_;  // per shard, prefix sums
 };
 
-struct FEEDLINE_EXPORT ReadAheadOptions {
-  uint64_t max_bytes = 0;  // 0: no read-ahead
-  uint32_t threads = 8;    // fetches in flight at most
-};
-
 // Reads record i of the dataset into the sample's bytes; sets label, key and
 // location (shard path, record, offset). With read-ahead, records are
 // fetched ahead of the workers in the loader's order within max_bytes,

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "feedline/export.h"
 #include "feedline/status.h"
@@ -59,6 +60,14 @@ struct FEEDLINE_EXPORT HttpOptions {
   S3Options s3;                      // for s3:// names
 };
 
+// Fetching remote samples ahead of the workers, in the loader's order
+// (packed shards, object-store folders): bytes held and fetches in flight
+// at most. The loader takes max_bytes out of its memory budget.
+struct FEEDLINE_EXPORT ReadAheadOptions {
+  uint64_t max_bytes = 0;  // 0: no read-ahead
+  uint32_t threads = 8;    // fetches in flight at most
+};
+
 // True for http:// and https:// names.
 FEEDLINE_EXPORT bool IsUrl(const std::string& name);
 // True for s3:// names.
@@ -73,6 +82,14 @@ FEEDLINE_EXPORT bool IsRemote(const std::string& name);
 // replaced mid-epoch is DataLoss, never a mix of two versions).
 FEEDLINE_EXPORT Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name,
                                                                    const HttpOptions& http = {});
+
+// Appends the whole of `name` to *out: a local file or URL through OpenFile
+// (one size query, then one read), an s3:// object by one GET (If-Match
+// `etag` when given, as a listing saw it). Over max_bytes is
+// ResourceExhausted naming it, refused before the bytes are held.
+FEEDLINE_EXPORT Status ReadWholeFile(const std::string& name, uint64_t max_bytes,
+                                     std::vector<uint8_t>* out, const HttpOptions& http = {},
+                                     const std::string& etag = "");
 
 // Test seam (leveldb's Env in spirit): while a wrapper is installed, every
 // file OpenFile opens successfully, local or remote, is handed to it and

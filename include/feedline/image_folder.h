@@ -9,6 +9,10 @@
 // (code points, undecodable bytes as U+DC80..U+DCFF), so the order matches
 // torchvision's even for names that are not UTF-8.
 //
+// An s3:// root is the same tree in a bucket (docs/object_stores.md): its
+// keys under root + "/" are the paths, listed once with ListObjectsV2, and
+// the classes, files and order are those of the same tree on local disk.
+//
 // Thread safety: an ImageFolder is immutable after Open; the read op is a
 // SampleOp (safe for concurrent use).
 #ifndef FEEDLINE_IMAGE_FOLDER_H_
@@ -21,6 +25,8 @@
 #include <vector>
 
 #include "feedline/export.h"
+#include "feedline/file.h"
+#include "feedline/object_store.h"
 #include "feedline/sample.h"
 #include "feedline/status.h"
 
@@ -31,6 +37,8 @@ struct FEEDLINE_EXPORT ImageFolderOptions {
   // `.git`), both as classes at the root and inside class folders.
   // torchvision has no such option: off by default for exact parity.
   bool skip_hidden_dirs = false;
+  // For an s3:// root: endpoint, credentials, retries (file.h).
+  HttpOptions http;
 };
 
 // torchvision.datasets.folder.IMG_EXTENSIONS, compared case-insensitively
@@ -43,6 +51,10 @@ struct FEEDLINE_EXPORT ImageFolder {
   std::vector<std::string> classes;  // sorted; index = label
   std::vector<std::string> files;    // relative to root ("<class>/<sub>/<name>")
   std::vector<int64_t> labels;       // per file
+  // Listed from an object store: each file's size and ETag as the listing
+  // gave them (reads are If-Match that ETag). Empty for a local folder.
+  std::vector<uint64_t> sizes;
+  std::vector<std::string> etags;
 
   // The path torchvision lists for sample i: os.path.join(root, files[i]).
   std::string Path(size_t i) const;
@@ -76,15 +88,35 @@ struct FEEDLINE_EXPORT ImageFolder {
   //  - Unavailable: a directory that cannot be listed or an entry of root
   //    that cannot be stat'ed (permissions, I/O errors, ELOOP), where
   //    torchvision would raise or silently skip.
+  //
+  // An s3:// root is listed (every page) and handed to FromObjects.
   static Result<std::shared_ptr<const ImageFolder>> Open(const std::string& root,
                                                          const ImageFolderOptions& options = {});
+
+  // The folder an object listing describes, as the same keys would be on
+  // a local disk: root is "s3://bucket/prefix" (a trailing '/' or none),
+  // and each key under prefix + "/" is a path. Objects directly under the
+  // prefix are not samples (files at a local root are not either);
+  // "directory marker" keys ending in '/' make a directory exist, so a
+  // class holding nothing but a marker is the empty-class error above.
+  // Skipped hidden directories are any path component starting with '.'.
+  // A key with an empty, "." or ".." component has no local equivalent:
+  // InvalidArgument naming it. No request is made.
+  static Result<std::shared_ptr<const ImageFolder>> FromObjects(
+      const std::string& root, const std::vector<ObjectInfo>& objects,
+      const ImageFolderOptions& options = {});
 };
 
 // Reads sample i's file into the sample's bytes; sets label, file and key.
 // A missing or unreadable file is a sample error naming the path and errno.
+// An object-store folder's files are one GET each, If-Match the listed
+// ETag, with `http`'s options, and fetched ahead of the workers in the
+// loader's order within `read_ahead` (sized by the listing; ignored for
+// local folders, which the page cache reads ahead).
 // The pipelines over a folder are the recipes layer's (pipeline_builder.h).
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeReadFileOp(
-    std::shared_ptr<const ImageFolder> folder);
+    std::shared_ptr<const ImageFolder> folder, const HttpOptions& http = {},
+    const ReadAheadOptions& read_ahead = {});
 
 }  // namespace feedline
 

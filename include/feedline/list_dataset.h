@@ -1,9 +1,9 @@
 // CSV and JSON Lines lists as datasets, read as they are (docs/fields.md):
 // each row is a sample, each column a named part. A column listed in
 // ListOptions::file_columns holds file paths (relative to the list's
-// folder), and its part is that file's bytes; every other column's part is
-// its value: the text of a CSV cell, or for JSONL a string as it is and any
-// other JSON value (number, bool, object, array) as compact JSON text.
+// folder, or URLs and s3:// objects), and its part is that file's bytes; every other column's part
+// is its value: the text of a CSV cell, or for JSONL a string as it is and any other JSON value
+// (number, bool, object, array) as compact JSON text.
 //
 // CSV: RFC 4180 (a header row names the columns; fields may be quoted with
 // '"', with "" for a quote and newlines inside quotes; CRLF or LF); every
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "feedline/export.h"
+#include "feedline/file.h"
 #include "feedline/sample.h"
 #include "feedline/status.h"
 
@@ -41,6 +42,10 @@ struct FEEDLINE_EXPORT ListOptions {
   // Image classification: "path" is a file column, "label" an integer
   // column (-1 when absent), checked at open.
   bool path_label = false;
+  // For a list or files that are URLs or s3:// objects (file.h). A file
+  // column's value that is a URL or s3:// name is read as it is; any other
+  // relative value is relative to the list's folder or prefix.
+  HttpOptions http;
 };
 
 class FEEDLINE_EXPORT ListDataset {
@@ -82,6 +87,7 @@ class FEEDLINE_EXPORT ListDataset {
 
   std::string path_;
   std::string base_;  // the list's folder, for relative paths
+  HttpOptions http_;
   std::vector<std::string> columns_;
   std::vector<bool> is_file_;
   std::string arena_;

@@ -34,8 +34,9 @@ struct FEEDLINE_EXPORT ObjectInfo {
 FEEDLINE_EXPORT Result<std::vector<ObjectInfo>> ListObjects(const std::string& prefix_url,
                                                             const HttpOptions& http = {});
 
-// The whole object into *out; refused (ResourceExhausted) above max_bytes
-// before its body is read. A non-empty etag is required to match.
+// The whole object appended to *out (one GET); refused (ResourceExhausted)
+// above max_bytes. A non-empty etag is required to match (a replaced object
+// is DataLoss, "changed since it was listed").
 FEEDLINE_EXPORT Status ReadObject(const std::string& url, uint64_t max_bytes,
                                   std::vector<uint8_t>* out, const HttpOptions& http = {},
                                   const std::string& etag = "");
@@ -46,11 +47,30 @@ FEEDLINE_EXPORT Status ReadObject(const std::string& url, uint64_t max_bytes,
 FEEDLINE_EXPORT Status UploadFile(const std::string& local_path, const std::string& url,
                                   const HttpOptions& http = {});
 
+// Deletes one object (DeleteObject; an absent key is not an error, as in S3).
+FEEDLINE_EXPORT Status DeleteObject(const std::string& url, const HttpOptions& http = {});
+
 // Uploads every file under a local directory to `prefix_url` + its relative
 // path, with `last` (a relative path, e.g. "manifest.json") uploaded after
 // all others, so a reader that finds it finds everything it names.
 FEEDLINE_EXPORT Status UploadDirectory(const std::string& local_dir, const std::string& prefix_url,
                                        const std::string& last, const HttpOptions& http = {});
+
+// The process's object-store requests so far, over every bucket and
+// loader: what the doctor's storage view (docs/doctor.md) turns into
+// latency, bytes/s per connection and concurrency in use. Counters only
+// grow; take two snapshots and subtract.
+struct FEEDLINE_EXPORT ObjectStoreStats {
+  uint64_t requests = 0;       // every request sent (GET, HEAD, LIST, PUT, ...)
+  uint64_t retries = 0;        // attempts after a failed one
+  uint64_t gets = 0;           // GETs, ranged or whole
+  uint64_t bytes = 0;          // response bytes received
+  double first_byte_s = 0;     // summed over GETs: sent to first byte
+  double busy_s = 0;           // summed over requests: sent to done
+  int64_t in_flight = 0;       // now
+  int64_t peak_in_flight = 0;  // since the process started
+};
+FEEDLINE_EXPORT ObjectStoreStats GetObjectStoreStats();
 
 }  // namespace feedline
 

@@ -48,13 +48,17 @@ struct FEEDLINE_EXPORT SourceOptions {
 };
 
 // Which kind of source `path` is, by the one rule every caller uses (the
-// Python face and the doctor ask this too): an http(s) URL or a directory
-// with manifest.json is packed shards; a .tar file, or a directory holding
-// .tar files and no sub-directories, is WebDataset tars; a .csv or .jsonl
-// file is a list; anything else is an
-// ImageFolder tree (so a folder with both .tar files and class folders is a
-// folder). Looks at names only; opening the source reports what is wrong.
-FEEDLINE_EXPORT Source::Kind DetectSourceKind(const std::string& path);
+// Python face and the doctor ask this too): an http(s) URL that is not a .tar, or a directory
+// with manifest.json is packed shards; a .tar file (or a brace pattern of
+// them, "train-{000..099}.tar"), or a directory holding .tar files and no
+// sub-directories, is WebDataset tars; a .csv or .jsonl file is a list;
+// anything else is an ImageFolder tree (so a folder with both .tar files
+// and class folders is a folder). An s3:// prefix follows the directory
+// rule on its listing (one ListObjectsV2 pass, with `http`); a prefix that
+// cannot be listed says shards, and opening it names the problem. Local
+// paths: names only; opening the source reports what is wrong.
+FEEDLINE_EXPORT Source::Kind DetectSourceKind(const std::string& path,
+                                              const HttpOptions& http = {});
 
 // Errors are those of the underlying opener, naming the file.
 FEEDLINE_EXPORT Result<Source> OpenSource(const std::string& path,

@@ -51,13 +51,24 @@ struct FEEDLINE_EXPORT TarOptions {
   HttpOptions http;  // for remote tars (https:// or s3://)
 };
 
+// WebDataset's shard patterns, expanded as Python's braceexpand (which
+// webdataset uses) expands them: "{000..099}" is 000 to 099 with the
+// widest end's zero padding, "{a..e}" letters, "{9..0}" counts down,
+// "{x,y}" alternatives; groups nest and several multiply, left to right
+// ("a{1,2}b{3,4}" is a1b3 a1b4 a2b3 a2b4). Braces that are neither (no
+// top-level ',' nor a range) are literal text, as in the shell; "\{" is a
+// literal brace. InvalidArgument for an unclosed or stray brace and for
+// more than 10^6 names.
+FEEDLINE_EXPORT Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
+
 class FEEDLINE_EXPORT TarDataset {
  public:
   // `paths`: tar files, in order (sample order follows them). Errors name the
   // tar, the member's header offset and the reason.
   static Result<std::shared_ptr<const TarDataset>> Open(std::vector<std::string> paths,
                                                         const TarOptions& options = {});
-  // A .tar file, or a directory of .tar files (sorted by name).
+  // A .tar file, a brace pattern of them (ExpandBraces: local, https:// or
+  // s3://), or a directory of .tar files (sorted by name).
   static Result<std::shared_ptr<const TarDataset>> OpenPath(const std::string& path,
                                                             const TarOptions& options = {});
   ~TarDataset();

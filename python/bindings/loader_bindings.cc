@@ -231,6 +231,7 @@ class PyLoader {
       FEEDLINE_ASSIGN_OR_RETURN(Source source, OpenSource(root, source_options));
       classes_ = source.classes;
       folder_ = source.folder;
+      source_kind_ = SourceKindName(source.kind);
       Result<Pipeline> pipeline =
           recipe.chain || recipe.map || !recipe.field_chains.empty()
               ? BuildPythonPipeline(source, spec, recipe, options, &python_stats_)
@@ -337,6 +338,7 @@ class PyLoader {
   // Class names as os.fsdecode() gives them, so that they equal
   // torchvision's class_to_idx keys even when not UTF-8 (a 'replace'
   // decoding could merge two classes into one key).
+  const std::string& source_kind() const { return source_kind_; }
   py::list Classes() const {
     py::list out;
     for (const std::string& c : classes_) out.append(PyFsName(c));
@@ -395,6 +397,7 @@ class PyLoader {
 
   std::optional<py::tuple> array_names_;  // NextArrays' names, made at its first batch
   std::vector<std::string> classes_;
+  std::string source_kind_;  // SourceKindName of what was opened; "" for a pipeline
   std::shared_ptr<const ImageFolder> folder_;  // null unless the source is a folder
   std::shared_ptr<WorkerPool> workers_;        // python_workers=N, else null
   std::string chain_name_;                     // the Compose's Python op, if any
@@ -653,6 +656,17 @@ void RegisterLoader(py::module_& m) {
       },
       py::arg("dir"), py::arg("url"), py::arg("last") = "", py::arg("http") = HttpOptions());
   m.def(
+      "object_store_stats",
+      [] {
+        const ObjectStoreStats s = GetObjectStoreStats();
+        return py::dict(py::arg("requests") = s.requests, py::arg("retries") = s.retries,
+                        py::arg("gets") = s.gets, py::arg("bytes") = s.bytes,
+                        py::arg("first_byte_s") = s.first_byte_s, py::arg("busy_s") = s.busy_s,
+                        py::arg("in_flight") = s.in_flight,
+                        py::arg("peak_in_flight") = s.peak_in_flight);
+      },
+      "The process's object-store requests so far (object_store.h ObjectStoreStats).");
+  m.def(
       "read_object",
       [](const std::string& url, uint64_t max_bytes, const HttpOptions& http) {
         std::vector<uint8_t> out;
@@ -726,6 +740,7 @@ void RegisterLoader(py::module_& m) {
       .def_property_readonly("epoch", &PyLoader::Epoch)
       .def_property_readonly("num_threads", &PyLoader::NumThreads)
       .def_property_readonly("classes", &PyLoader::Classes)
+      .def_property_readonly("source_kind", [](const PyLoader& l) { return l.source_kind(); })
       .def_property_readonly("samples", &PyLoader::Samples);
 }
 

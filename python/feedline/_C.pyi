@@ -287,6 +287,8 @@ class HttpOptions:
     s3: S3Options
     def __init__(self) -> None: ...
 
+def object_store_stats() -> Dict[str, Any]:
+    """requests, retries, gets, bytes, first_byte_s, busy_s (summed), in_flight, peak_in_flight."""
 def list_objects(url: str, http: HttpOptions = ...) -> List[Tuple[str, int, str]]: ...
 def upload_directory(dir: str, url: str, last: str = ..., http: HttpOptions = ...) -> None: ...
 def read_object(url: str, max_bytes: int = ..., http: HttpOptions = ...) -> bytes: ...
@@ -426,6 +428,8 @@ class Loader:  # one engine loader over any source OpenSource knows, or a recipe
     def num_threads(self) -> int: ...
     @property
     def classes(self) -> List[str]: ...  # os.fsdecode()'d names
+    @property
+    def source_kind(self) -> str: ...  # "shards", "tar", "folder", "list" as opened; "" for a pipeline
     @property
     def samples(self) -> Optional[List[Tuple[str, int]]]: ...  # None unless an image folder
 

@@ -190,9 +190,10 @@ class Loader:
             a transfer may stall, before the attempt fails.
         http_retries: further attempts per request after a failure, with
             exponential backoff; then the error names the URL and range.
-        read_ahead_bytes: for packed datasets, records fetched ahead of the
-            workers within this many bytes (taken out of max_bytes); None =
-            64 MiB for URLs, 0 for local files (the page cache reads ahead).
+        read_ahead_bytes: for packed datasets and s3:// image folders,
+            samples fetched ahead of the workers in the loader's order within
+            this many bytes (taken out of max_bytes); None = 64 MiB for URLs
+            and buckets, 0 for local files (the page cache reads ahead).
         read_ahead_threads: fetches in flight at most.
         endpoint_url: for s3:// sources, the S3-compatible server (MinIO,
             Ceph, R2, a local moto); None = AWS_ENDPOINT_URL_S3,
@@ -707,6 +708,9 @@ class Loader:
                                    "pids": pool.pids}
         if self._feeder is not None:
             m["device"] = self._feeder.stats()
+        if str(getattr(self, "source", "")).startswith("s3://"):
+            # The process's counters (every s3:// loader's): the doctor takes deltas.
+            m["object_store"] = _C.object_store_stats()
         return m
 
     def close(self) -> None:

@@ -225,7 +225,16 @@ def pack_text(input: Union[PathLike, Sequence[PathLike]], output: PathLike, toke
     A record that is not JSON, not an object, lacks ``field`` or holds no string raises
     BadRecord naming the file, line (row) and reason; with ``skip_bad`` it is skipped,
     counted and reported on stderr. Returns the manifest written, plus ``num_skipped`` and
-    ``skipped`` (the first 100 bad records, as messages)."""
+    ``skipped`` (the first 100 bad records, as messages).
+
+    An ``output`` of ``s3://bucket/prefix`` (docs/object_stores.md) is written to a local
+    staging directory (``$TMPDIR``) and uploaded, the manifest last, then the staging removed;
+    a prefix that already holds a manifest.json is refused before any tokenising."""
+    out_name = os.fspath(output)
+    if isinstance(out_name, str) and out_name.startswith("s3://"):
+        return _pack_text_to_bucket(out_name, lambda staging: pack_text(
+            input, staging, tokenizer, field=field, eos_token=eos_token, num_threads=num_threads,
+            shard_tokens=shard_tokens, batch_documents=batch_documents, skip_bad=skip_bad, progress=progress))
     try:
         import tokenizers  # type: ignore[import-not-found,unused-ignore]
     except ImportError as e:
@@ -325,6 +334,25 @@ def pack_text(input: Union[PathLike, Sequence[PathLike]], output: PathLike, toke
     return manifest
 
 
+def _pack_text_to_bucket(url: str, pack: Any) -> Dict[str, Any]:
+    """pack(staging_dir) into a temporary directory, then its files uploaded under url."""
+    import shutil
+    import tempfile
+
+    from . import _C
+    prefix = url if url.endswith("/") else url + "/"
+    if any(key == prefix.split("/", 3)[-1] + "manifest.json" for key, _, _ in _C.list_objects(prefix)):
+        raise FileExistsError(f"{prefix}manifest.json exists: the output already holds a dataset")
+    staging = tempfile.mkdtemp(prefix="feedline-pack-text-")
+    try:
+        out = os.path.join(staging, "ds")
+        manifest: Dict[str, Any] = pack(out)
+        _C.upload_directory(out, prefix, "manifest.json")
+        return manifest
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="feedline pack-text", allow_abbrev=False,
@@ -334,7 +362,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("input", nargs="+",
                    help="JSONL files (one JSON object per line; .gz, .bz2, .xz, .zst compressed too), .parquet "
                         "files, or directories of them (in name order); written in the order given")
-    p.add_argument("output", help="the dataset directory to write (must not hold a manifest.json)")
+    p.add_argument("output", help="the dataset directory to write (must not hold a manifest.json), or an "
+                                  "s3://bucket/prefix (staged locally, uploaded with the manifest last)")
     p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
     p.add_argument("--field", default="text", help="the JSON field or Parquet column holding the text (text)")
     p.add_argument("--eos-token", default=None,

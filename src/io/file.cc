@@ -10,6 +10,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "feedline/object_store.h"
 #include "src/core/mutex.h"
 
 namespace feedline {
@@ -123,6 +124,21 @@ Result<std::unique_ptr<RandomAccessFile>> OpenFile(const std::string& name,
   }
   // Called without the lock: a wrapper may open files itself.
   return wrap ? wrap(std::move(file)) : std::move(file);
+}
+
+Status ReadWholeFile(const std::string& name, uint64_t max_bytes, std::vector<uint8_t>* out,
+                     const HttpOptions& http, const std::string& etag) {
+  if (IsS3Url(name)) return ReadObject(name, max_bytes, out, http, etag);
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(name, http));
+  if (file->size() > max_bytes) {
+    return ResourceExhaustedError("'" + name + "' is " + std::to_string(file->size()) +
+                                  " bytes, over the " + std::to_string(max_bytes) + "-byte limit");
+  }
+  const size_t begin = out->size();
+  out->resize(begin + file->size());
+  Status st = file->Read(0, file->size(), out->data() + begin);
+  if (!st.ok()) out->resize(begin);
+  return st;
 }
 
 namespace {

@@ -45,6 +45,8 @@ Status ReadObject(const std::string& url, uint64_t, std::vector<uint8_t>*, const
 Status UploadFile(const std::string&, const std::string& url, const HttpOptions&) {
   return NoS3(url);
 }
+Status DeleteObject(const std::string& url, const HttpOptions&) { return NoS3(url); }
+ObjectStoreStats GetObjectStoreStats() { return {}; }
 Status UploadDirectory(const std::string&, const std::string& prefix_url, const std::string&,
                        const HttpOptions&) {
   return NoS3(prefix_url);

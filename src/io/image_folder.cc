@@ -10,9 +10,11 @@
 #include <cstring>
 #include <string_view>
 #include <system_error>
+#include <unordered_map>
 
 #include "feedline/file.h"
 #include "src/core/detail/fingerprint.h"
+#include "src/io/read_ahead.h"
 
 namespace feedline {
 namespace {
@@ -296,19 +298,6 @@ Status WalkClass(const std::string& root, const std::string& cls, const ImageFol
 // not take the process's memory.
 constexpr int64_t kMaxFileBytes = int64_t{256} << 20;
 
-// Reads a whole file into `out` through the RandomAccessFile seam (one
-// pread loop for every local reader).
-Status ReadWholeFile(const std::string& path, std::vector<uint8_t>* out) {
-  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path));
-  if (file->size() > static_cast<uint64_t>(kMaxFileBytes)) {
-    return ResourceExhaustedError("'" + path + "' is " + std::to_string(file->size()) +
-                                  " bytes, over the " + std::to_string(kMaxFileBytes) +
-                                  "-byte per-sample limit");
-  }
-  out->resize(file->size());
-  return file->Read(0, out->size(), out->data());
-}
-
 // Over the classes and every sample's relative path and label, in order.
 uint64_t FolderFingerprint(const ImageFolder& f) {
   core::detail::Fingerprint fp;
@@ -319,43 +308,99 @@ uint64_t FolderFingerprint(const ImageFolder& f) {
   return fp.value();
 }
 
+// The part name WebDataset would give the file: its extension, lowered.
+std::string PartName(const std::string& file) {
+  const size_t dot = file.rfind('.');
+  const size_t slash = file.rfind('/');
+  std::string ext;
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
+    for (size_t i = dot + 1; i < file.size() && ext.size() < 16; ++i) {
+      ext += static_cast<char>(std::tolower(static_cast<unsigned char>(file[i])));
+    }
+  }
+  return ext;
+}
+
 class ReadFileOp final : public SampleOp {
  public:
-  explicit ReadFileOp(std::shared_ptr<const ImageFolder> folder)
-      : folder_(std::move(folder)), fingerprint_(FolderFingerprint(*folder_)) {}
+  ReadFileOp(std::shared_ptr<const ImageFolder> folder, HttpOptions http,
+             const ReadAheadOptions& ra)
+      : folder_(std::move(folder)),
+        http_(std::move(http)),
+        fingerprint_(FolderFingerprint(*folder_)) {
+    if (!folder_->etags.empty() && ra.max_bytes > 0) {
+      const ImageFolder* f = folder_.get();
+      const HttpOptions* http_ptr = &http_;
+      read_ahead_ = std::make_unique<io::ReadAhead>(
+          [f, http_ptr](uint64_t id, io::Fetched* out) {
+            out->buffer.clear();
+            FEEDLINE_RETURN_IF_ERROR(
+                ReadWholeFile(f->Path(id), kMaxFileBytes, &out->buffer, *http_ptr, f->etags[id]));
+            out->data_size = out->buffer.size();
+            return Status::OK();
+          },
+          [f](uint64_t id) { return f->sizes[id]; }, ra.max_bytes, ra.threads);
+    }
+  }
   std::string_view name() const override { return "read"; }
+  // Over the listing's classes, paths and labels: no sizes or ETags, so a
+  // loader state saved on a local folder resumes on its copy in a bucket.
   uint64_t DataFingerprint() const override { return fingerprint_; }
+  BackgroundWork* background() const override { return read_ahead_.get(); }
   Status Apply(Sample& s, OpState* /*state*/) const override {
     const std::string path = folder_->Path(s.id());
     s.location().file = path;
     s.location().key = folder_->files[s.id()];
     s.label = folder_->labels[s.id()];
-    FEEDLINE_RETURN_IF_ERROR(ReadWholeFile(path, &s.scratch()));
+    io::Fetched f;
+    Status st;
+    if (read_ahead_ && read_ahead_->Take(s.id(), &f, &st)) {
+      FEEDLINE_RETURN_IF_ERROR(st);
+      s.scratch().swap(f.buffer);  // the read-ahead buffer becomes the sample's: no copy
+    } else {
+      s.scratch().clear();
+      FEEDLINE_RETURN_IF_ERROR(
+          ReadWholeFile(path, kMaxFileBytes, &s.scratch(), http_,
+                        folder_->etags.empty() ? std::string() : folder_->etags[s.id()]));
+    }
     s.set_data(s.scratch());
     // One part, named by the file's extension as WebDataset names members.
-    const std::string& file = folder_->files[s.id()];
-    const size_t dot = file.rfind('.');
-    const size_t slash = file.rfind('/');
-    char ext[16];
-    size_t n = 0;
-    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
-      for (size_t i = dot + 1; i < file.size() && n < sizeof(ext); ++i) {
-        ext[n++] = static_cast<char>(std::tolower(static_cast<unsigned char>(file[i])));
-      }
-    }
-    s.AddPart(std::string_view(ext, n), s.data());
+    s.AddPart(PartName(folder_->files[s.id()]), s.data());
     return Status::OK();
   }
 
  private:
   std::shared_ptr<const ImageFolder> folder_;
+  const HttpOptions http_;
   const uint64_t fingerprint_;
+  std::unique_ptr<io::ReadAhead> read_ahead_;
 };
+
+// Splits `rel` ("cls/sub/x.jpg") at '/'; false when a component is empty,
+// "." or "..", which no local path has.
+bool SplitKey(std::string_view rel, std::vector<std::string_view>* parts) {
+  parts->clear();
+  size_t begin = 0;
+  while (true) {
+    const size_t slash = rel.find('/', begin);
+    const std::string_view part =
+        rel.substr(begin, slash == std::string_view::npos ? std::string_view::npos : slash - begin);
+    if (part.empty() || part == "." || part == "..") return false;
+    parts->push_back(part);
+    if (slash == std::string_view::npos) return true;
+    begin = slash + 1;
+  }
+}
 
 }  // namespace
 
 Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& root,
                                                              const ImageFolderOptions& options) {
+  if (IsS3Url(root)) {
+    const std::string prefix = root.back() == '/' ? root : root + "/";
+    FEEDLINE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, ListObjects(prefix, options.http));
+    return FromObjects(root, objects, options);
+  }
   struct stat root_st {};
   if (::stat(root.c_str(), &root_st) != 0) {
     return NotFoundError("image folder '" + root + "' is not a directory: " + ErrnoMessage(errno));
@@ -417,6 +462,104 @@ Result<std::shared_ptr<const ImageFolder>> ImageFolder::Open(const std::string& 
   return std::shared_ptr<const ImageFolder>(std::move(folder));
 }
 
+Result<std::shared_ptr<const ImageFolder>> ImageFolder::FromObjects(
+    const std::string& root, const std::vector<ObjectInfo>& objects,
+    const ImageFolderOptions& options) {
+  if (!IsS3Url(root)) {
+    return InvalidArgumentError("image folder '" + root + "': a listing needs an s3:// root");
+  }
+  // "s3://bucket/prefix" -> key prefix "prefix/" ("" for the bucket's root).
+  const size_t bucket_end = root.find('/', 5);
+  std::string prefix = bucket_end == std::string::npos ? "" : root.substr(bucket_end + 1);
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  const std::string base = root.back() == '/' ? root.substr(0, root.size() - 1) : root;
+
+  struct Entry {           // one image object
+    std::string_view cls;  // "cls"
+    std::string_view dir;  // "cls/sub"
+    std::string_view name;
+    size_t object;
+    size_t label = 0;
+  };
+  std::vector<std::string_view> class_names;
+  std::vector<Entry> entries;
+  std::vector<std::string_view> parts;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const std::string& key = objects[i].key;
+    if (key.compare(0, prefix.size(), prefix) != 0) {
+      return InvalidArgumentError("image folder '" + root + "': listed key '" + key +
+                                  "' is not under '" + prefix + "'");
+    }
+    std::string_view rel = std::string_view(key).substr(prefix.size());
+    const bool marker = !rel.empty() && rel.back() == '/';
+    if (marker) rel.remove_suffix(1);
+    if (rel.empty()) continue;  // the prefix's own marker
+    if (!SplitKey(rel, &parts)) {
+      return InvalidArgumentError("image folder '" + root + "': key '" + key +
+                                  "' has an empty, '.' or '..' path component, which no "
+                                  "folder on disk has; rename the object");
+    }
+    const size_t dirs = marker ? parts.size() : parts.size() - 1;
+    if (dirs == 0) continue;  // a file at the root: not a sample, as on disk
+    bool hidden = false;
+    for (size_t d = 0; d < dirs && !hidden; ++d) hidden = IsHidden(parts[d]);
+    if (options.skip_hidden_dirs && hidden) continue;
+    class_names.push_back(parts[0]);
+    if (marker || !HasImageExtension(parts.back())) continue;
+    const std::string_view dir = rel.substr(0, rel.size() - parts.back().size() - 1);
+    entries.push_back({parts[0], dir, parts.back(), i});
+  }
+  std::sort(class_names.begin(), class_names.end());
+  class_names.erase(std::unique(class_names.begin(), class_names.end()), class_names.end());
+  if (class_names.empty()) {
+    return NotFoundError("image folder '" + root + "' has no class directories (" +
+                         std::to_string(objects.size()) + " objects listed under '" + prefix +
+                         "'; expected keys <class>/<image>)");
+  }
+  // S3 keys are UTF-8, whose byte order is Python's str order; the names'
+  // own order still goes through the one sort the local listing uses.
+  SortByFsName(&class_names, [](std::string_view n) { return n; });
+  // torchvision's order: classes in order; inside one, directories by
+  // path, then files by name.
+  std::unordered_map<std::string_view, size_t> label_of;
+  for (size_t label = 0; label < class_names.size(); ++label) label_of[class_names[label]] = label;
+  for (Entry& e : entries) e.label = label_of[e.cls];
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.label != b.label) return a.label < b.label;
+    if (a.dir != b.dir) return a.dir < b.dir;
+    return a.name < b.name;
+  });
+  auto folder = std::make_shared<ImageFolder>();
+  folder->root = base;
+  folder->files.reserve(entries.size());
+  folder->labels.reserve(entries.size());
+  folder->sizes.reserve(entries.size());
+  folder->etags.reserve(entries.size());
+  std::vector<size_t> per_class(class_names.size(), 0);
+  for (const Entry& e : entries) {
+    folder->files.push_back(std::string(e.dir) + "/" + std::string(e.name));
+    folder->labels.push_back(static_cast<int64_t>(e.label));
+    folder->sizes.push_back(objects[e.object].size);
+    folder->etags.push_back(objects[e.object].etag);
+    ++per_class[e.label];
+  }
+  std::vector<std::string> empty;
+  for (size_t label = 0; label < class_names.size(); ++label) {
+    folder->classes.emplace_back(class_names[label]);
+    if (per_class[label] == 0) empty.push_back(folder->classes.back());
+  }
+  if (!empty.empty()) {
+    std::string msg = "image folder '" + root + "': found no valid file for the classes ";
+    for (size_t i = 0; i < empty.size(); ++i) {
+      msg += (i > 0 ? ", '" : "'") + empty[i] + "' ('" + JoinPath(base, empty[i]) + "/')";
+    }
+    msg += "; supported extensions are:";
+    for (std::string_view ext : kImageExtensions) (msg += ' ') += ext;
+    return NotFoundError(msg);
+  }
+  return std::shared_ptr<const ImageFolder>(std::move(folder));
+}
+
 bool HasImageExtension(std::string_view name) {
   for (std::string_view ext : kImageExtensions) {
     if (name.size() < ext.size()) continue;
@@ -435,8 +578,10 @@ bool HasImageExtension(std::string_view name) {
 
 std::string ImageFolder::Path(size_t i) const { return JoinPath(root, files[i]); }
 
-std::shared_ptr<const SampleOp> MakeReadFileOp(std::shared_ptr<const ImageFolder> folder) {
-  return std::make_shared<ReadFileOp>(std::move(folder));
+std::shared_ptr<const SampleOp> MakeReadFileOp(std::shared_ptr<const ImageFolder> folder,
+                                               const HttpOptions& http,
+                                               const ReadAheadOptions& read_ahead) {
+  return std::make_shared<ReadFileOp>(std::move(folder), http, read_ahead);
 }
 
 }  // namespace feedline

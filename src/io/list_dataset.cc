@@ -21,8 +21,8 @@ namespace {
 // folders do).
 constexpr uint64_t kMaxFileBytes = uint64_t{256} << 20;
 
-Status ReadFileText(const std::string& path, std::string* out) {
-  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path));
+Status ReadFileText(const std::string& path, const HttpOptions& http, std::string* out) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(path, http));
   if (file->size() >= std::numeric_limits<uint32_t>::max()) {
     return InvalidArgumentError("list '" + path + "' is over 4 GiB (" +
                                 std::to_string(file->size()) + " bytes)");
@@ -54,7 +54,7 @@ std::string_view ListDataset::Value(uint64_t r, size_t c) const {
 
 std::string ListDataset::FilePath(uint64_t r, size_t c) const {
   std::string value(Value(r, c));
-  if (value.empty() || value.front() == '/') return value;
+  if (value.empty() || value.front() == '/' || IsRemote(value)) return value;
   return base_ + value;
 }
 
@@ -65,7 +65,7 @@ Result<std::shared_ptr<const ListDataset>> ListDataset::Open(const std::string& 
     return InvalidArgumentError("list '" + path + "': a list is a .csv or a .jsonl file");
   }
   std::string text;
-  FEEDLINE_RETURN_IF_ERROR(ReadFileText(path, &text).WithContext("list"));
+  FEEDLINE_RETURN_IF_ERROR(ReadFileText(path, options.http, &text).WithContext("list"));
   // A list is text. A NUL byte would end a JSON line early in the parser (the
   // rest of the line silently dropped), so it is refused wherever it stands.
   if (const size_t nul = text.find('\0'); nul != std::string::npos) {
@@ -77,6 +77,7 @@ Result<std::shared_ptr<const ListDataset>> ListDataset::Open(const std::string& 
   }
   auto ds = std::shared_ptr<ListDataset>(new ListDataset());
   ds->path_ = path;
+  ds->http_ = options.http;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   ds->base_ = parent.empty() ? std::string() : parent.string() + "/";
   ds->arena_.reserve(text.size());
@@ -282,19 +283,10 @@ Status ListDataset::ReadParts(uint64_t r, Sample& s) const {
   size_t n = 0;
   for (size_t c = 0; c < columns_.size(); ++c) {
     if (!is_file_[c] || !Has(r, c)) continue;
-    const std::string file = FilePath(r, c);
-    Result<std::unique_ptr<RandomAccessFile>> f = OpenFile(file);
-    if (!f.ok()) return f.status().WithContext("column '" + columns_[c] + "'");
-    const uint64_t size = (*f)->size();
-    if (size > kMaxFileBytes) {
-      return ResourceExhaustedError("column '" + columns_[c] + "': '" + file + "' is " +
-                                    std::to_string(size) + " bytes, over the " +
-                                    std::to_string(kMaxFileBytes) + "-byte per-part limit");
-    }
     const size_t begin = buf.size();
-    buf.resize(begin + size);
-    FEEDLINE_RETURN_IF_ERROR(
-        (*f)->Read(0, size, buf.data() + begin).WithContext("column '" + columns_[c] + "'"));
+    FEEDLINE_RETURN_IF_ERROR(ReadWholeFile(FilePath(r, c), kMaxFileBytes, &buf, http_)
+                                 .WithContext("column '" + columns_[c] + "'"));
+    const size_t size = buf.size() - begin;
     if (n == std::size(ranges)) return InvalidArgumentError("more than 64 file columns");
     ranges[n++] = {c, begin, size};
   }
@@ -313,15 +305,9 @@ Status ListDataset::ReadParts(uint64_t r, Sample& s) const {
 }
 
 Status ListDataset::ReadPathLabel(uint64_t r, Sample& s) const {
-  const std::string file = FilePath(r, path_column_);
-  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, OpenFile(file));
-  if (f->size() > kMaxFileBytes) {
-    return ResourceExhaustedError("'" + file + "' is " + std::to_string(f->size()) +
-                                  " bytes, over the " + std::to_string(kMaxFileBytes) +
-                                  "-byte per-sample limit");
-  }
-  s.scratch().resize(f->size());
-  FEEDLINE_RETURN_IF_ERROR(f->Read(0, f->size(), s.scratch().data()));
+  s.scratch().clear();
+  FEEDLINE_RETURN_IF_ERROR(
+      ReadWholeFile(FilePath(r, path_column_), kMaxFileBytes, &s.scratch(), http_));
   s.set_data(s.scratch());
   s.label = labels_[r];
   return Status::OK();

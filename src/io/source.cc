@@ -6,6 +6,7 @@
 #include "feedline/file.h"
 #include "feedline/image_folder.h"
 #include "feedline/list_dataset.h"
+#include "feedline/object_store.h"
 #include "feedline/webdataset.h"
 
 namespace feedline {
@@ -20,17 +21,59 @@ const char* SourceKindName(Source::Kind kind) {
   return "?";
 }
 
-Source::Kind DetectSourceKind(const std::string& path) {
+namespace {
+
+// "s3://bucket/prefix" with one trailing '/': the listing's prefix.
+std::string AsPrefix(const std::string& url) { return url.back() == '/' ? url : url + "/"; }
+
+// An s3:// prefix's kind, by the local directory rule applied to its
+// listing: manifest.json directly under it is packed shards; .tar objects
+// directly under it and nothing deeper is tars (their URLs, in key order,
+// which is a local directory's sorted order, into *tars); anything else is
+// a folder (ImageFolder::FromObjects names what is wrong with it).
+Source::Kind KindOfListing(const std::string& prefix_url, const std::vector<ObjectInfo>& objects,
+                           std::vector<std::string>* tars) {
+  const size_t bucket_end = prefix_url.find('/', 5);
+  const std::string prefix =
+      bucket_end == std::string::npos ? "" : prefix_url.substr(bucket_end + 1);
+  bool deeper = false;
+  std::vector<std::string> found;
+  for (const ObjectInfo& o : objects) {
+    if (o.key.size() < prefix.size()) continue;
+    const std::string_view rel = std::string_view(o.key).substr(prefix.size());
+    if (rel == kManifestName) return Source::Kind::kShards;
+    if (rel.empty()) continue;
+    if (rel.find('/') != std::string_view::npos) {
+      deeper = true;
+    } else if (rel.size() > 4 && rel.substr(rel.size() - 4) == ".tar") {
+      found.push_back(JoinName(prefix_url, std::string(rel)));
+    }
+  }
+  if (found.empty() || deeper) return Source::Kind::kImageFolder;
+  if (tars != nullptr) *tars = std::move(found);
+  return Source::Kind::kTar;
+}
+
+// An s3:// name that is a prefix rather than one object (by its name).
+bool IsS3Prefix(const std::string& path) {
+  if (!IsS3Url(path)) return false;
+  const std::filesystem::path ext = std::filesystem::path(path).extension();
+  return ext != ".tar" && ext != ".csv" && ext != ".jsonl";
+}
+
+}  // namespace
+
+Source::Kind DetectSourceKind(const std::string& path, const HttpOptions& http) {
   namespace fs = std::filesystem;
-  if (IsUrl(path))
-    return Source::Kind::kShards;  // remote data: a packed dataset served over HTTP(S)
   const fs::path ext = fs::path(path).extension();
-  if (IsS3Url(path)) {
-    // An object store: a .tar or list object by its name; a prefix holds a
-    // packed dataset (its manifest.json is read at open).
-    if (ext == ".tar") return Source::Kind::kTar;
-    if (ext == ".csv" || ext == ".jsonl") return Source::Kind::kList;
-    return Source::Kind::kShards;
+  if (IsUrl(path)) {
+    // a tar (or a pattern of them) by its name, else a packed dataset
+    return ext == ".tar" ? Source::Kind::kTar : Source::Kind::kShards;
+  }
+  if (IsS3Prefix(path)) {
+    const Result<std::vector<ObjectInfo>> objects = ListObjects(AsPrefix(path), http);
+    // Unlistable: shards, whose opening names the problem.
+    return objects.ok() ? KindOfListing(AsPrefix(path), *objects, nullptr) : Source::Kind::kShards;
   }
   if (ext == ".tar") return Source::Kind::kTar;
   if (ext == ".csv" || ext == ".jsonl") return Source::Kind::kList;
@@ -58,7 +101,22 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
                  : url                                    ? (64u << 20)
                                                           : 0;
   ra.threads = options.read_ahead_threads;
-  if (url && DetectSourceKind(path) == Source::Kind::kShards) {
+  Source::Kind kind;
+  std::vector<std::string> tar_urls;
+  std::vector<ObjectInfo> objects;
+  if (IsS3Prefix(path)) {
+    // One listing says what the prefix holds and is the folder's listing.
+    FEEDLINE_ASSIGN_OR_RETURN(objects, ListObjects(AsPrefix(path), options.http));
+    if (objects.empty()) {
+      return NotFoundError("'" + AsPrefix(path) +
+                           "' holds no objects: nothing to load (a packed dataset has "
+                           "manifest.json there, an image folder <class>/<image> keys)");
+    }
+    kind = KindOfListing(AsPrefix(path), objects, &tar_urls);
+  } else {
+    kind = DetectSourceKind(path, options.http);
+  }
+  if (url && kind == Source::Kind::kShards) {
     // remote data: a packed dataset served over HTTP(S) or in a bucket
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardDataset> ds,
                               ShardDataset::Open(path, options.http));
@@ -68,13 +126,13 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     s.read_op = MakeShardReadOp(std::move(ds), ra);
     return s;
   }
-  const Source::Kind kind = DetectSourceKind(path);
   if (kind == Source::Kind::kTar) {
     TarOptions tar;
     tar.require_image = !options.parts;
     tar.http = options.http;
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TarDataset> ds,
-                              TarDataset::OpenPath(path, tar));
+    FEEDLINE_ASSIGN_OR_RETURN(
+        std::shared_ptr<const TarDataset> ds,
+        tar_urls.empty() ? TarDataset::OpenPath(path, tar) : TarDataset::Open(tar_urls, tar));
     s.kind = Source::Kind::kTar;
     s.num_samples = ds->num_samples();
     s.read_op = options.parts ? MakeTarPartsReadOp(std::move(ds)) : MakeTarReadOp(std::move(ds));
@@ -82,6 +140,7 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     ListOptions lo;
     lo.file_columns = options.list_file_columns;
     lo.path_label = !options.parts;
+    lo.http = options.http;
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ListDataset> ds, ListDataset::Open(path, lo));
     s.kind = Source::Kind::kList;
     s.num_samples = ds->num_rows();
@@ -93,13 +152,16 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
     s.classes = ds->manifest().classes;
     s.read_op = MakeShardReadOp(std::move(ds), ra);
   } else {
+    ImageFolderOptions fo = options.folder;
+    fo.http = options.http;
     FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const ImageFolder> folder,
-                              ImageFolder::Open(path, options.folder));
+                              IsS3Prefix(path) ? ImageFolder::FromObjects(path, objects, fo)
+                                               : ImageFolder::Open(path, fo));
     s.kind = Source::Kind::kImageFolder;
     s.num_samples = folder->files.size();
     s.classes = folder->classes;
     s.folder = folder;
-    s.read_op = MakeReadFileOp(std::move(folder));
+    s.read_op = MakeReadFileOp(std::move(folder), options.http, ra);
   }
   return s;
 }

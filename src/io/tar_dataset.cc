@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,152 @@
 
 namespace feedline {
 namespace {
+
+constexpr size_t kMaxExpanded = 1000000;
+
+// The index of the '}' closing the '{' at `open`, or npos.
+size_t MatchingBrace(const std::string& s, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '{') {
+      ++depth;
+    } else if (s[i] == '}' && --depth == 0) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+// A whole decimal integer, optionally negative.
+bool ParseInt(std::string_view t, int64_t* v) {
+  if (t.empty() || t.size() > 18) return false;
+  size_t i = t[0] == '-' ? 1 : 0;
+  if (i == t.size()) return false;
+  int64_t x = 0;
+  for (; i < t.size(); ++i) {
+    if (t[i] < '0' || t[i] > '9') return false;
+    x = x * 10 + (t[i] - '0');
+  }
+  *v = t[0] == '-' ? -x : x;
+  return true;
+}
+
+// "a..b" or "a..b..step" with integers or single letters: its items.
+bool ExpandRange(std::string_view body, std::vector<std::string>* out) {
+  const size_t dots = body.find("..");
+  if (dots == std::string_view::npos) return false;
+  const std::string_view left = body.substr(0, dots);
+  std::string_view right = body.substr(dots + 2);
+  int64_t step = 1;
+  if (const size_t more = right.find(".."); more != std::string_view::npos) {
+    if (!ParseInt(right.substr(more + 2), &step)) return false;
+    right = right.substr(0, more);
+    if (step == 0) step = 1;
+  }
+  step = step < 0 ? -step : step;
+  int64_t a = 0, b = 0;
+  const bool ints = ParseInt(left, &a) && ParseInt(right, &b);
+  const auto letter = [](std::string_view t) {
+    return t.size() == 1 && std::isalpha(static_cast<unsigned char>(t[0])) != 0;
+  };
+  if (!ints && !(letter(left) && letter(right))) return false;
+  if (!ints) a = static_cast<unsigned char>(left[0]), b = static_cast<unsigned char>(right[0]);
+  // braceexpand's padding: either end written with a leading zero pads
+  // every item to the wider end.
+  const auto zero_led = [](std::string_view t) {
+    return t != "0" && t != "-0" && (t.substr(0, 1) == "0" || t.substr(0, 2) == "-0");
+  };
+  const size_t width =
+      ints && (zero_led(left) || zero_led(right)) ? std::max(left.size(), right.size()) : 0;
+  const int64_t dir = a <= b ? step : -step;
+  for (int64_t v = a; dir > 0 ? v <= b : v >= b; v += dir) {
+    if (out->size() > kMaxExpanded) return true;  // the caller reports the count
+    if (!ints) {
+      out->emplace_back(1, static_cast<char>(v));
+      continue;
+    }
+    std::string digits = std::to_string(v < 0 ? -v : v);
+    const size_t sign = v < 0 ? 1 : 0;
+    if (digits.size() + sign < width) digits.insert(0, width - sign - digits.size(), '0');
+    out->push_back((v < 0 ? "-" : "") + digits);
+  }
+  return true;
+}
+
+// The pieces of `body` between top-level commas.
+std::vector<std::string> SplitTopLevel(const std::string& body) {
+  std::vector<std::string> pieces(1);
+  int depth = 0;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == '\\' && i + 1 < body.size()) {
+      pieces.back() += c;
+      pieces.back() += body[++i];
+      continue;
+    }
+    if (c == '{') ++depth;
+    if (c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      pieces.emplace_back();
+    } else {
+      pieces.back() += c;
+    }
+  }
+  return pieces;
+}
+
+Status ExpandInto(const std::string& pattern, const std::string& s, std::vector<std::string>* out) {
+  size_t open = std::string::npos;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '}') {
+      return InvalidArgumentError("pattern '" + pattern + "': a '}' at offset " +
+                                  std::to_string(i) + " closes no '{'");
+    } else if (s[i] == '{') {
+      open = i;
+      break;
+    }
+  }
+  if (open == std::string::npos) {
+    out->push_back(s);
+    return Status::OK();
+  }
+  const size_t close = MatchingBrace(s, open);
+  if (close == std::string::npos) {
+    return InvalidArgumentError("pattern '" + pattern + "': the '{' at offset " +
+                                std::to_string(open) + " is never closed");
+  }
+  const std::string head = s.substr(0, open);
+  const std::string body = s.substr(open + 1, close - open - 1);
+  std::vector<std::string> items;
+  if (!ExpandRange(body, &items)) {
+    const std::vector<std::string> pieces = SplitTopLevel(body);
+    if (pieces.size() == 1) {
+      // Not a group: literal braces around whatever the inside expands to.
+      std::vector<std::string> inner;
+      FEEDLINE_RETURN_IF_ERROR(ExpandInto(pattern, body, &inner));
+      for (std::string& x : inner) items.push_back("{" + x + "}");
+    } else {
+      for (const std::string& piece : pieces)
+        FEEDLINE_RETURN_IF_ERROR(ExpandInto(pattern, piece, &items));
+    }
+  }
+  std::vector<std::string> tails;
+  FEEDLINE_RETURN_IF_ERROR(ExpandInto(pattern, s.substr(close + 1), &tails));
+  for (const std::string& item : items) {
+    for (const std::string& tail : tails) {
+      if (out->size() >= kMaxExpanded) {
+        return InvalidArgumentError("pattern '" + pattern + "' names more than " +
+                                    std::to_string(kMaxExpanded) + " files");
+      }
+      out->push_back(head + item + tail);
+    }
+  }
+  return Status::OK();
+}
 
 // The member extensions read as the sample's image: the formats the image
 // decoders know, as WebDataset names them.
@@ -297,10 +444,32 @@ Result<std::shared_ptr<const TarDataset>> TarDataset::Open(std::vector<std::stri
   return std::shared_ptr<const TarDataset>(std::move(ds));
 }
 
+Result<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
+  std::vector<std::string> out;
+  FEEDLINE_RETURN_IF_ERROR(ExpandInto(pattern, pattern, &out));
+  // "\{" and "\}" stand for the braces themselves (and "\," for a comma).
+  for (std::string& name : out) {
+    std::string plain;
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (name[i] == '\\' && i + 1 < name.size() &&
+          (name[i + 1] == '{' || name[i + 1] == '}' || name[i + 1] == ',')) {
+        ++i;
+      }
+      plain += name[i];
+    }
+    name = std::move(plain);
+  }
+  return out;
+}
+
 Result<std::shared_ptr<const TarDataset>> TarDataset::OpenPath(const std::string& path,
                                                                const TarOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (path.find('{') != std::string::npos) {
+    FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::string> names, ExpandBraces(path));
+    return Open(std::move(names), options);
+  }
   if (!fs::is_directory(path, ec)) return Open({path}, options);
   std::vector<std::string> tars;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {

@@ -11,21 +11,7 @@ import subprocess
 import threading
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+from loopback import free_port, wait_for_port
 
 
 def venv():
@@ -100,12 +86,15 @@ SLOW_DOWN_BODY = (b"<?xml version='1.0'?><Error><Code>SlowDown</Code>"
 class FaultProxy:
     """Between the client and moto. `fault` is None or one of "503",
     "reset", "cut"; it hits every `every`-th request (counted in `seen`),
-    so a retry of the same request goes through."""
+    so a retry of the same request goes through. `delay_s` is added before
+    every answer's first byte (a store's latency, for the doctor's tests and
+    the benchmarks)."""
 
     def __init__(self, upstream_port):
         self.upstream = upstream_port
         self.fault = None
         self.every = 3
+        self.delay_s = 0.0
         self.seen = 0
         self.injected = 0
         self.lock = threading.Lock()
@@ -143,6 +132,8 @@ class FaultProxy:
                 if fault == "reset":
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                     return
+                if self.delay_s > 0:
+                    time.sleep(self.delay_s)
                 answer = _forward(self.upstream, *req)
                 if fault == "cut":
                     head, _, body = answer.partition(b"\r\n\r\n")

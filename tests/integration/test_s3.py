@@ -95,7 +95,7 @@ def test_listing_follows_every_page(moto):
 def test_missing_objects_buckets_and_bad_keys_name_the_url_and_s3_code(moto, uploaded):
     import feedline
     import feedline._C as C
-    with pytest.raises(FileNotFoundError, match=r"s3://data/nothing/manifest.json"):
+    with pytest.raises(FileNotFoundError, match=r"s3://data/nothing/' holds no objects"):
         feedline.Loader("s3://data/nothing", batch_size=4, endpoint_url=moto.url)
     with pytest.raises(Exception, match=r"s3://no-such-bucket.*NoSuchBucket"):
         C.list_objects("s3://no-such-bucket/x", http(moto.url))
@@ -130,15 +130,121 @@ def test_a_webdataset_tar_in_a_bucket_loads_like_the_local_file(moto, packed, tm
         assert torch.equal(a, b) and torch.equal(la, lb)
 
 
+@pytest.fixture(scope="module")
+def folder(moto, packed):
+    """The ImageFolder tree under s3://data/folder/ (<class>/<image> keys)."""
+    import feedline._C as C
+    C.upload_directory(str(packed / "images"), "s3://data/folder", "", http(moto.url))
+    return packed / "images"
+
+
+def test_an_image_folder_prefix_loads_like_the_local_folder_and_resumes_from_it(moto, folder):
+    import feedline
+    local = feedline.Loader(folder, batch_size=8, shuffle=True, seed=5, num_threads=2)
+    remote = feedline.Loader("s3://data/folder/", batch_size=8, shuffle=True, seed=5, num_threads=2,
+                             endpoint_url=moto.url)
+    assert remote.classes == local.classes == sorted(p.name for p in folder.iterdir())
+    assert remote._loader.source_kind == "folder"
+    assert len(remote) == len(local) == 10
+    for (a, la), (b, lb) in zip(local, remote):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+    # A state saved on the local folder resumes on its copy in the bucket
+    # (the listing's fingerprint has no ETags or sizes).
+    it = iter(local)
+    next(it), next(it)
+    state = local.state_dict()
+    rest = [la for _, la in it]
+    resumed = feedline.Loader("s3://data/folder", batch_size=8, shuffle=True, seed=5, num_threads=2,
+                              endpoint_url=moto.url)
+    resumed.load_state_dict(state)
+    again = [lb for _, lb in resumed]
+    assert len(again) == len(rest) == 8
+    assert all(torch.equal(a, b) for a, b in zip(rest, again))
+
+
+def test_a_replaced_object_is_an_error_not_a_mix(moto, packed, tmp_path):
+    import feedline
+    import feedline._C as C
+    C.upload_directory(str(packed / "images"), "s3://data/swap", "", http(moto.url))
+    loader = feedline.Loader("s3://data/swap", batch_size=8, num_threads=1, endpoint_url=moto.url,
+                             read_ahead_bytes=0)
+    # The last sample: the ring (a few batches) cannot have read it yet.
+    last = sorted((packed / "images").iterdir())[-1]
+    victim = sorted(last.iterdir())[-1]
+    moto.boto(f"s3.put_object(Bucket='data', Key='swap/{last.name}/{victim.name}', Body=b'changed')")
+    with pytest.raises(Exception, match=r"swap/.*changed since it was listed"):
+        for _ in loader:
+            pass
+
+
+def test_tar_patterns_and_prefixes_of_tars_load_like_the_local_directory(moto, packed, tmp_path):
+    import feedline
+    tars = _tars(packed, tmp_path / "tars", 3)
+    for t in tars:
+        moto.boto(f"s3.upload_file('{t}', 'data', 'shards/{t.name}')")
+    local = [lb for _, lb in feedline.Loader(tmp_path / "tars", batch_size=4, num_threads=2)]
+    for source in ("s3://data/shards/train-{000..002}.tar", "s3://data/shards/", "s3://data/shards"):
+        loader = feedline.Loader(source, batch_size=4, num_threads=2, endpoint_url=moto.url)
+        assert loader._loader.source_kind == "tar"
+        remote = [lb for _, lb in loader]
+        assert len(remote) == len(local) == 20
+        assert all(torch.equal(a, b) for a, b in zip(local, remote)), source
+    with pytest.raises(FileNotFoundError, match=r"train-003.tar.*NoSuchKey"):
+        feedline.Loader("s3://data/shards/train-{000..003}.tar", batch_size=4, endpoint_url=moto.url)
+
+
+def test_lists_of_s3_objects_load_like_the_local_list(moto, folder, tmp_path):
+    import feedline
+    rows = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.jpg"))
+    labels = {c: i for i, c in enumerate(sorted(p.name for p in folder.iterdir()))}
+    (tmp_path / "local.csv").write_text(
+        "path,label\n" + "".join(f"{folder / r},{labels[r.split('/')[0]]}\n" for r in rows))
+    # Absolute s3:// rows in a local list; relative rows in a list in the bucket.
+    (tmp_path / "remote.csv").write_text(
+        "path,label\n" + "".join(f"s3://data/folder/{r},{labels[r.split('/')[0]]}\n" for r in rows))
+    (tmp_path / "train.csv").write_text(
+        "path,label\n" + "".join(f"{r},{labels[r.split('/')[0]]}\n" for r in rows))
+    moto.boto(f"s3.upload_file('{tmp_path / 'train.csv'}', 'data', 'folder/train.csv')")
+    want = [(a, la) for a, la in feedline.Loader(tmp_path / "local.csv", batch_size=8, num_threads=2)]
+    for source in (tmp_path / "remote.csv", "s3://data/folder/train.csv"):
+        got = [(a, la) for a, la in feedline.Loader(source, batch_size=8, num_threads=2, endpoint_url=moto.url)]
+        assert len(got) == len(want) == 10
+        for (a, la), (b, lb) in zip(want, got):
+            assert torch.equal(a, b) and torch.equal(la, lb)
+
+
+def _tars(packed, out, n):
+    """The packed images as n WebDataset tars (jpg + cls members) -> paths."""
+    import io
+    import tarfile
+    out.mkdir()
+    classes = sorted(p for p in (packed / "images").iterdir() if p.is_dir())
+    samples = [(label, img) for label, cls in enumerate(classes) for img in sorted(cls.iterdir())]
+    paths = []
+    for t in range(n):
+        path = out / f"train-{t:03d}.tar"
+        with tarfile.open(path, "w") as tf:
+            for k, (label, img) in enumerate(samples[t::n]):
+                key = f"s{t}_{k:04d}"
+                tf.add(img, arcname=key + ".jpg")
+                info = tarfile.TarInfo(key + ".cls")
+                info.size = len(str(label))
+                tf.addfile(info, io.BytesIO(str(label).encode()))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("source", ["shards", "folder"])
 @pytest.mark.parametrize("fault", ["503", "reset", "cut"])
-def test_every_fault_of_the_proxy_is_survived_with_every_sample_once(moto, uploaded, fault):
+def test_every_fault_of_the_proxy_is_survived_with_every_sample_once(moto, uploaded, folder, fault, source):
     import feedline
     proxy = FaultProxy(moto.port)
     try:
-        local = feedline.Loader(uploaded, batch_size=8, shuffle=True, seed=3, num_threads=2)
+        local = feedline.Loader(uploaded if source == "shards" else folder, batch_size=8, shuffle=True, seed=3,
+                                num_threads=2)
         proxy.fault, proxy.every = fault, 3
-        remote = feedline.Loader("s3://data/ds", batch_size=8, shuffle=True, seed=3, num_threads=2,
-                                 endpoint_url=proxy.url, http_retries=6)
+        remote = feedline.Loader("s3://data/ds" if source == "shards" else "s3://data/folder", batch_size=8,
+                                 shuffle=True, seed=3, num_threads=2, endpoint_url=proxy.url, http_retries=6)
         got = [(a, la) for a, la in remote]
         want = [(a, la) for a, la in local]
         assert len(got) == len(want)
@@ -147,3 +253,94 @@ def test_every_fault_of_the_proxy_is_survived_with_every_sample_once(moto, uploa
         assert proxy.injected > 0
     finally:
         proxy.close()
+
+
+def test_the_doctor_tells_a_store_bound_loop_and_prescribes_read_ahead(moto, folder):
+    """30 ms before every answer and no read-ahead: each sample waits for its
+    GET. The doctor names the store (latency, requests per sample, concurrency
+    in use) and prescribes the read-ahead that Little's law says hides it."""
+    import feedline
+    import feedline.doctor
+    proxy = FaultProxy(moto.port)
+    proxy.delay_s = 0.03
+    try:
+        loader = feedline.Loader("s3://data/folder", batch_size=8, num_threads=1, endpoint_url=proxy.url,
+                                 read_ahead_bytes=0)
+        with feedline.doctor.Doctor() as doctor:
+            for _ in doctor.watch(loader):
+                pass
+            report = doctor.report(file=None)
+    finally:
+        proxy.close()
+    store = report.data["feedline"]["object_store"]
+    assert store["gets"] >= 64 and store["first_byte_s"] >= 0.03 and store["concurrency"] <= 1.5
+    found = {f["id"]: f for f in report.findings}
+    assert "storage_bound" in found, [f["id"] for f in report.findings]
+    f = found["storage_bound"]
+    assert f["evidence"]["recommended_read_ahead_threads"] > 1
+    assert "read_ahead_threads=" in f["fix"] and f["predicted_speedup"] > 1
+
+
+def test_feedline_pack_writes_a_dataset_into_a_bucket_shard_by_shard(moto, folder, feedline_bin, tmp_path):
+    import subprocess
+
+    import feedline
+    import feedline._C as C
+    env = dict(os.environ, AWS_ENDPOINT_URL=moto.url)
+    staging = tmp_path / "staging"
+
+    def pack(*extra):
+        return subprocess.run([feedline_bin, "pack", str(folder), "s3://data/packed", "--shard-bytes", "300000",
+                               "--threads", "2", "--staging", str(staging), *extra],
+                              capture_output=True, text=True, env=env)
+    p = pack()
+    assert p.returncode == 0, p.stderr
+    assert "s3://data/packed/manifest.json" in p.stdout
+    assert not staging.exists()  # made by the run, removed by it
+    keys = [k for k, _, _ in C.list_objects("s3://data/packed/", http(moto.url))]
+    import json
+    manifest = json.loads(C.read_object("s3://data/packed/manifest.json", 1 << 20, http(moto.url)))
+    shards = [s["name"] for s in manifest["shards"]]
+    assert len(shards) > 2 and sorted(keys) == sorted(["packed/manifest.json"] + ["packed/" + s for s in shards])
+    local = feedline.Loader(folder, batch_size=8, shuffle=True, seed=2, num_threads=2)
+    remote = feedline.Loader("s3://data/packed", batch_size=8, shuffle=True, seed=2, num_threads=2,
+                             endpoint_url=moto.url)
+    assert remote._loader.source_kind == "shards"
+    for (a, la), (b, lb) in zip(local, remote):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+    # A prefix holding a dataset is refused unless --overwrite, which
+    # deletes the old shards the new manifest does not name.
+    again = pack()
+    assert again.returncode != 0 and "--overwrite" in again.stderr
+    p = subprocess.run([feedline_bin, "pack", str(folder), "s3://data/packed", "--overwrite"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    keys = [k for k, _, _ in C.list_objects("s3://data/packed/", http(moto.url))]
+    assert keys == ["packed/manifest.json", "packed/shard-00000.fls"]
+    # A prefix holding other objects is never packed into.
+    other = subprocess.run([feedline_bin, "pack", str(folder), "s3://data/folder"], capture_output=True, text=True,
+                           env=env)
+    assert other.returncode != 0 and "not feedline shards" in other.stderr
+
+
+def test_pack_text_writes_token_shards_into_a_bucket(moto, tmp_path, monkeypatch):
+    tokenizers = pytest.importorskip("tokenizers")
+    import feedline
+    import feedline._C as C
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    docs = [f"document {i} says {' '.join(['word'] * (i % 7))} end" for i in range(200)]
+    tok.train_from_iterator(docs, tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]", "<|endoftext|>"]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "docs.jsonl").write_text("".join('{"text": "%s"}\n' % d for d in docs))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
+    args = (tmp_path / "docs.jsonl", tmp_path / "tokenizer.json")
+    feedline.pack_text(args[0], tmp_path / "local", args[1], shard_tokens=500, progress=False)
+    feedline.pack_text(args[0], "s3://data/tokens", args[1], shard_tokens=500, progress=False)
+    local = sorted(p for p in (tmp_path / "local").iterdir() if p.is_file())
+    keys = [k for k, _, _ in C.list_objects("s3://data/tokens/", http(moto.url))]
+    assert keys == sorted("tokens/" + p.name for p in local) and len(keys) > 2
+    for p in local:
+        assert C.read_object(f"s3://data/tokens/{p.name}", 1 << 30, http(moto.url)) == p.read_bytes(), p.name
+    with pytest.raises(FileExistsError, match=r"s3://data/tokens/manifest.json exists"):
+        feedline.pack_text(args[0], "s3://data/tokens", args[1], progress=False)

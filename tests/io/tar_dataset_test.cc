@@ -89,6 +89,37 @@ class TarDatasetTest : public ::testing::Test {
 
 // The fuzzer's seeds (tests/fuzz/make_tar_seeds.py, written by Python's
 // tarfile) index as they should: one per header dialect.
+std::vector<std::string> Expand(const std::string& p) {
+  Result<std::vector<std::string>> r = ExpandBraces(p);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : std::vector<std::string>{};
+}
+
+TEST(ExpandBracesTest, RangesListsAndNestingExpandAsBraceexpand) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Expand("s3://b/train-{000..003}.tar"),
+            (V{"s3://b/train-000.tar", "s3://b/train-001.tar", "s3://b/train-002.tar",
+               "s3://b/train-003.tar"}));
+  EXPECT_EQ(Expand("x{8..11}"), (V{"x8", "x9", "x10", "x11"}));  // no zero: no padding
+  EXPECT_EQ(Expand("x{9..011}"), (V{"x009", "x010", "x011"}));   // either end pads
+  EXPECT_EQ(Expand("x{3..1}"), (V{"x3", "x2", "x1"}));           // counting down
+  EXPECT_EQ(Expand("x{0..6..3}"), (V{"x0", "x3", "x6"}));        // a step
+  EXPECT_EQ(Expand("{a..c}"), (V{"a", "b", "c"}));
+  EXPECT_EQ(Expand("a{1,2}b{3,4}"), (V{"a1b3", "a1b4", "a2b3", "a2b4"}));
+  EXPECT_EQ(Expand("{x,y{1..2}}z"), (V{"xz", "y1z", "y2z"}));
+  EXPECT_EQ(Expand("{x}{}"), (V{"{x}{}"}));  // not groups: literal
+  EXPECT_EQ(Expand("a\\{1,2\\}"), (V{"a{1,2}"}));
+  EXPECT_EQ(Expand("plain.tar"), (V{"plain.tar"}));
+}
+
+TEST(ExpandBracesTest, UnbalancedAndHugePatternsAreErrors) {
+  EXPECT_EQ(ExpandBraces("a{1,2").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ExpandBraces("a}b").status().message().find("closes no '{'"), std::string::npos);
+  const Status huge = ExpandBraces("{0..9999}{0..999}").status();
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument) << huge;
+  EXPECT_NE(huge.message().find("more than 1000000"), std::string::npos) << huge;
+}
+
 TEST(TarDialectTest, EveryHeaderDialectIndexes) {
   const std::string dir = FEEDLINE_TAR_SEEDS_DIR;
   const std::string long_dir = "n01440764/" + std::string(120, 'd');

@@ -247,6 +247,76 @@ TEST_F(FolderListingTest, NonUtf8NamesSortAsPythonSortsTheirDecodedForm) {
                                       "\xE4\xB8\x80k/a.jpg", "\xC3k/a.jpg"}));
 }
 
+// The listing of an s3:// prefix holding the same tree: every regular
+// file under root as key "pre/<rel>", in any order, plus directory markers.
+std::vector<ObjectInfo> ObjectsOf(const fs::path& root, const std::string& prefix) {
+  std::vector<ObjectInfo> objects;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    const std::string rel = fs::relative(e.path(), root).string();
+    if (e.is_directory()) {
+      objects.push_back({prefix + rel + "/", 0, "\"d41d8cd98f00b204e9800998ecf8427e\""});
+    } else if (e.is_regular_file()) {
+      objects.push_back({prefix + rel, fs::file_size(e.path()), "\"etag-" + rel + "\""});
+    }
+  }
+  std::reverse(objects.begin(), objects.end());
+  return objects;
+}
+
+TEST_F(FolderListingTest, AnObjectListingGivesTheSameFolderAsTheTreeOnDisk) {
+  // Dashes, spaces, dots and UTF-8 around the '/' that sorts between them;
+  // files at the root and non-images that are not samples.
+  Files({"c/a/x/3.jpg", "c/a-b/2.jpg", "c/a b/9.png", "c/a/1.jpg", "c/z.jpg", "c/a/0.jpg",
+         "b/q.png", "b/notes.txt", "b.x/k.JPG", "\xE4\xB8\x80/u.webp", "top.jpg", "c/a/.h/5.jpg"});
+  auto local = Open();
+  ASSERT_TRUE(local.ok()) << local.status();
+  for (const char* root : {"s3://bucket/pre", "s3://bucket/pre/"}) {
+    auto listed = ImageFolder::FromObjects(root, ObjectsOf(root_, "pre/"));
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    EXPECT_EQ((*listed)->classes, (*local)->classes);
+    EXPECT_EQ((*listed)->files, (*local)->files);
+    EXPECT_EQ((*listed)->labels, (*local)->labels);
+    EXPECT_EQ((*listed)->Path(0), "s3://bucket/pre/" + (*local)->files[0]);
+    ASSERT_EQ((*listed)->etags.size(), (*local)->files.size());
+    EXPECT_EQ((*listed)->etags[0], "\"etag-" + (*local)->files[0] + "\"");
+    EXPECT_EQ((*listed)->sizes[0], 1u);
+  }
+  // The bucket's root as the folder.
+  auto whole = ImageFolder::FromObjects("s3://bucket", ObjectsOf(root_, ""));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ((*whole)->files, (*local)->files);
+  EXPECT_EQ((*whole)->Path(0), "s3://bucket/" + (*local)->files[0]);
+  // Hidden directories skipped as on disk.
+  ImageFolderOptions skip;
+  skip.skip_hidden_dirs = true;
+  auto local_skip = Open(skip);
+  auto listed_skip = ImageFolder::FromObjects("s3://bucket/pre", ObjectsOf(root_, "pre/"), skip);
+  ASSERT_TRUE(local_skip.ok() && listed_skip.ok()) << listed_skip.status();
+  EXPECT_EQ((*listed_skip)->files, (*local_skip)->files);
+}
+
+TEST_F(FolderListingTest, AnObjectListingWithNoLocalEquivalentIsAnErrorNamingTheKey) {
+  auto bad =
+      ImageFolder::FromObjects("s3://b/p", {{"p/c/a.jpg", 1, "\"e\""}, {"p/c//x.jpg", 1, "\"e\""}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("key 'p/c//x.jpg'"), std::string::npos) << bad.status();
+  bad = ImageFolder::FromObjects("s3://b/p", {{"p/c/../x.jpg", 1, "\"e\""}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status();
+  // A class that is only a directory marker is torchvision's empty class.
+  auto empty =
+      ImageFolder::FromObjects("s3://b/p", {{"p/c/a.jpg", 1, "\"e\""}, {"p/d/", 0, "\"e\""}});
+  EXPECT_EQ(empty.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(empty.status().message().find("classes 'd' ('s3://b/p/d/')"), std::string::npos)
+      << empty.status();
+  // Only files at the root: no class directories, with the count listed.
+  auto none = ImageFolder::FromObjects("s3://b/p", {{"p/a.jpg", 1, "\"e\""}});
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("has no class directories (1 objects"), std::string::npos)
+      << none.status();
+  EXPECT_EQ(ImageFolder::FromObjects("/local/dir", {}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_F(ImageFolderTest, ThePipelineDeliversImagesAndLabelsThroughTheLoader) {
   auto folder = *ImageFolder::Open(root_.string());
   LoaderOptions o;

@@ -44,6 +44,7 @@
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/list_dataset.h"
+#include "feedline/object_store.h"
 #include "feedline/pipeline_builder.h"
 #include "feedline/shard.h"
 #include "feedline/shard_format.h"
@@ -373,6 +374,24 @@ Status PrepareOutput(const fs::path& out, const Options& o) {
   return Status::OK();
 }
 
+// OUT in a bucket (s3://...): refuses a prefix holding anything but a
+// feedline dataset, or one unless --overwrite; returns what is there.
+Result<std::vector<ObjectInfo>> PrepareRemoteOutput(const std::string& url, const Options& o) {
+  const std::string prefix = url.back() == '/' ? url : url + "/";
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, ListObjects(prefix));
+  size_t ours = 0, others = 0;
+  for (const ObjectInfo& obj : listed) (IsOurs(fs::path(obj.key)) ? ours : others) += 1;
+  if (others > 0) {
+    return FailedPreconditionError("output '" + url + "' holds " + std::to_string(others) +
+                                   " objects that are not feedline shards; choose an empty prefix");
+  }
+  if (ours > 0 && !o.overwrite) {
+    return FailedPreconditionError("output '" + url + "' is not empty (" + std::to_string(ours) +
+                                   " shard/manifest objects); pass --overwrite to replace them");
+  }
+  return listed;
+}
+
 int Merge(const fs::path& out) {
   std::regex part_re(R"(manifest\.part-(\d+)-of-(\d+)\.json)");
   std::vector<std::pair<int, fs::path>> parts;
@@ -446,13 +465,18 @@ const Usage& PackUsage() {
         "an ImageFolder tree (class sub-folders give labels), a list file: .csv\n"
         "(path,label[,key]) or .jsonl ({\"path\", \"label\", \"key\"} per line), or WebDataset\n"
         "tars (a .tar or a folder of them: every member of a key a named field, shard format 2)"},
-       {"OUT", "the output folder (created; must be empty unless --overwrite or --resume)"}},
+       {"OUT",
+        "the output folder (created; must be empty unless --overwrite or --resume), or an\n"
+        "s3://bucket/prefix: each shard is uploaded as soon as it is written (multipart above\n"
+        "8 MiB) and deleted locally, the manifest last; AWS_* configuration as the AWS CLI's"}},
       {{"shard-bytes", "N", std::to_string(Options{}.shard_bytes),
         "cut a shard after N bytes of input data"},
        {"threads", "N", "0 = one per core", "shards written in parallel"},
        {"part", "I/N", "0/1, everything",
         "pack only the I-th of N slices, with its own part manifest"},
        {"overwrite", "", "", "replace the shards and manifest already in OUT"},
+       {"staging", "DIR", "$TMPDIR/feedline-pack-PID",
+        "for an s3:// OUT: where shards are written before their upload (one per thread at most)"},
        {"resume", "", "", "keep the finished shards of a killed run that match the plan"},
        {"merge", "", "", "join the part manifests in OUT into one manifest"},
        {"skip-hidden-dirs", "", "",
@@ -520,7 +544,50 @@ int RunPack(const std::vector<std::string>& args) {
   }
   if (o.parts == 0 || o.part >= o.parts)
     return Fail(InvalidArgumentError("--part i/n needs 0 <= i < n"));
-  const fs::path src = f->positional()[0], out = f->positional()[1];
+  const fs::path src = f->positional()[0];
+  // An s3:// OUT is packed into a local staging folder, shard by shard.
+  const std::string out_url = IsS3Url(f->positional()[1]) ? f->positional()[1] : "";
+  const bool remote_out = !out_url.empty();
+  if (remote_out && o.resume)
+    return UsageError(PackUsage(),
+                      "--resume needs a local OUT (an s3:// OUT is uploaded as it goes)");
+  if (!remote_out && f->Has("staging"))
+    return UsageError(PackUsage(), "--staging applies to an s3:// OUT");
+  const fs::path out =
+      remote_out
+          ? (f->Has("staging")
+                 ? fs::path(f->Get("staging"))
+                 : fs::temp_directory_path() / ("feedline-pack-" + std::to_string(::getpid())))
+          : fs::path(f->positional()[1]);
+  std::vector<ObjectInfo> existing_objects;
+  if (remote_out) {
+    auto listed = PrepareRemoteOutput(out_url, o);
+    if (!listed.ok()) return Fail(listed.status());
+    existing_objects = std::move(listed).value();
+  }
+  // What the staging folder gets goes when the command ends, whichever way:
+  // all of it when this run made it, else only the shard files it wrote.
+  struct StagingCleanup {
+    fs::path dir;
+    bool made = false;
+    ~StagingCleanup() {
+      std::error_code ignored;
+      if (dir.empty()) return;
+      if (made) {
+        fs::remove_all(dir, ignored);
+        return;
+      }
+      for (fs::directory_iterator it(dir, ignored), end; !ignored && it != end;
+           it.increment(ignored)) {
+        if (IsOurs(it->path())) fs::remove(it->path(), ignored);
+      }
+    }
+  } cleanup;
+  if (remote_out) {
+    std::error_code exists_ec;
+    cleanup.made = !fs::exists(out, exists_ec);
+    cleanup.dir = out;
+  }
   Status st;
 
   // The entries, in a deterministic order.
@@ -694,6 +761,13 @@ int RunPack(const std::vector<std::string>& args) {
       }
       if (status.ok()) status = (*w)->Finish();
       if (status.ok()) infos[s] = {p.name, p.end - p.begin, (*w)->bytes(), (*w)->file_crc32c()};
+      if (status.ok() && remote_out) {
+        // Uploaded whole (or not at all) and dropped, so staging holds at
+        // most one shard per thread.
+        status = UploadFile(path, JoinName(out_url, p.name));
+        std::error_code rm_ec;
+        fs::remove(path, rm_ec);
+      }
       if (!status.ok()) {
         std::lock_guard<std::mutex> l(mu);
         if (first_error.ok()) first_error = status;
@@ -724,12 +798,29 @@ int RunPack(const std::vector<std::string>& args) {
   st = WriteFileAtomically(out / manifest_name, WithPackField(m.ToJson(), PackField(o)));
   if (!st.ok()) return Fail(st);
   fs::remove(options_path, ec);  // the manifest says it now
+  if (remote_out) {
+    // The manifest last: a reader that finds it finds every shard it names.
+    st = UploadFile((out / manifest_name).string(), JoinName(out_url, manifest_name));
+    if (!st.ok()) return Fail(st.WithContext("uploading the manifest"));
+    // --overwrite: shards of the old dataset that the new manifest does not
+    // name are deleted (a single dataset only: parts share the prefix).
+    for (const ObjectInfo& obj : existing_objects) {
+      const std::string name = fs::path(obj.key).filename().string();
+      const bool named = std::any_of(infos.begin(), infos.end(),
+                                     [&](const ShardInfo& i) { return i.name == name; });
+      if (o.parts == 1 && fs::path(name).extension() == ".fls" && !named) {
+        st = DeleteObject(JoinName(out_url, name));
+        if (!st.ok()) return Fail(st.WithContext("deleting a shard of the replaced dataset"));
+      }
+    }
+  }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t bytes = 0;
   for (const ShardInfo& i : infos) bytes += i.bytes;
   std::printf("packed %zu records into %zu shards (%.1f MB) in %.2f s (%.1f MB/s of input) -> %s\n",
               end - begin, infos.size(), bytes / 1e6, s, done_bytes / 1e6 / std::max(s, 1e-9),
-              (out / manifest_name).string().c_str());
+              remote_out ? JoinName(out_url, manifest_name).c_str()
+                         : (out / manifest_name).string().c_str());
   if (o.max_side > 0 || o.restart_interval > 0) {
     std::printf(
         "resized %llu, transcoded with restart markers %llu (%llu not JPEG), stored as they were "

@@ -400,6 +400,23 @@ class ErrorCounts(Record):
 
 
 @dataclasses.dataclass
+class ObjectStore(Record):
+    """The object-store requests of the measured window (feedline._C.object_store_stats
+    deltas, every s3:// reader of the process): what tells storage-bound from decode-bound
+    on remote data."""
+    requests: int
+    retries: int
+    gets: int
+    bytes: int
+    wall_s: float                  # the window
+    request_s: float               # mean time of a request, sent to done
+    first_byte_s: float            # mean over GETs, sent to first byte: the store's latency
+    bytes_per_s_per_connection: float  # bytes over the summed request time
+    concurrency: float             # requests in flight on average (summed request time / wall)
+    peak_in_flight: int            # since the process started
+
+
+@dataclasses.dataclass
 class Tuner(Record):
     """What the autotuner chose and why (docs/tuner.md); the keys stats() has."""
     threads_auto: bool = ABSENT
@@ -433,6 +450,7 @@ class FeedlineEvidence(Record):
     ring: dict[str, JSON]          # free-form: the engine's ring counters
     errors: ErrorCounts
     tuner: Optional[Tuner]
+    object_store: Optional[ObjectStore] = None  # s3:// sources only
     source_kind: str = ABSENT      # added by the probe (not by a bare stats delta)
     exact_decode: bool = ABSENT
 

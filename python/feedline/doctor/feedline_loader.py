@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
-from .evidence import ErrorCounts, Evidence, FeedlineEvidence, OpTimes, ProbeStatus, Tuner
+from .evidence import ErrorCounts, Evidence, FeedlineEvidence, ObjectStore, OpTimes, ProbeStatus, Tuner
 from .tokens import is_token_loader
 
 if TYPE_CHECKING:
@@ -74,7 +74,27 @@ def stats_delta(s0: Optional[Stats], s1: Stats) -> FeedlineEvidence:
         errors=ErrorCounts(total=s1.get("errors", {}).get("total", 0),
                            skipped=s1.get("errors", {}).get("skipped", 0)),
         tuner=_tuner(s1),
+        object_store=_object_store(s0, s1, uptime),
     )
+
+
+def _object_store(s0: Optional[Stats], s1: Stats, wall_s: float) -> Optional[ObjectStore]:
+    """The window's object-store requests, from two stats()["object_store"] snapshots."""
+    b = s1.get("object_store")
+    if not b:
+        return None
+    a = (s0 or {}).get("object_store") or {}
+
+    def d(k: str) -> Any:
+        return b.get(k, 0) - a.get(k, 0)
+    requests, gets, busy = d("requests"), d("gets"), d("busy_s")
+    return ObjectStore(
+        requests=requests, retries=d("retries"), gets=gets, bytes=d("bytes"), wall_s=wall_s,
+        request_s=busy / requests if requests else 0.0,
+        first_byte_s=d("first_byte_s") / gets if gets else 0.0,
+        bytes_per_s_per_connection=d("bytes") / busy if busy > 0 else 0.0,
+        concurrency=busy / wall_s if wall_s > 0 else 0.0,
+        peak_in_flight=int(b.get("peak_in_flight", 0)))
 
 
 def _tuner(s: Stats) -> Optional[Tuner]:
@@ -167,7 +187,9 @@ class FeedlineProbe:
                        device=None if ld.device is None else str(ld.device))
             return out
         tf = getattr(ld, "transform", None)
-        return {**out, "source_kind": source_kind(ld.source),
+        # What the engine opened (an s3:// prefix is told by its listing), else the path rule.
+        kind = getattr(ld._loader, "source_kind", "") or source_kind(ld.source)
+        return {**out, "source_kind": kind,
                 "transform": None if tf is None else {
                     "crop": str(getattr(tf, "crop", "")).split(".")[-1], "height": getattr(tf, "height", None),
                     "width": getattr(tf, "width", None), "dtype": str(getattr(tf, "dtype", "")).split(".")[-1],

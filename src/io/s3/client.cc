@@ -31,7 +31,8 @@ struct Client::Request {
   size_t out_capacity = 0;
   size_t out_got = 0;
   std::vector<uint8_t>* vec = nullptr;
-  uint64_t vec_max = 0;
+  uint64_t vec_max = 0;  // bytes past vec_base at most
+  size_t vec_base = 0;   // where the body starts in *vec (appending reads)
   std::string* text = nullptr;
   std::string what;               // "GET bytes=0-99", for messages
   std::function<void()> prepare;  // before each attempt (a resumed range)
@@ -84,7 +85,7 @@ size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
     std::memcpy(r.out + r.out_got, data, n);
     r.out_got += n;
   } else if (r.vec != nullptr) {
-    if (r.vec->size() + n > r.vec_max) {
+    if (r.vec->size() - r.vec_base + n > r.vec_max) {
       st->resp->overflow = true;
       return 0;
     }
@@ -193,8 +194,13 @@ Result<Location> ParseUrl(const std::string& url) {
   return loc;
 }
 
+ClientStats& ProcessStats() {
+  static auto* stats = new ClientStats();  // never destroyed: clients outlive statics
+  return *stats;
+}
+
 Client::Client(std::shared_ptr<const Config> config, HttpOptions http)
-    : config_(std::move(config)), http_(std::move(http)) {
+    : config_(std::move(config)), http_(std::move(http)), stats_(ProcessStats()) {
   GlobalInit();
 }
 
@@ -459,9 +465,10 @@ Status Client::GetObject(const Location& loc, uint64_t max_bytes, std::vector<ui
   req.loc = loc;
   req.vec = out;
   req.vec_max = max_bytes;
+  req.vec_base = out->size();
   req.what = "GET";
   req.prepare = [&] {
-    out->clear();
+    out->resize(req.vec_base);
     req.headers.clear();
     if (!etag.empty()) req.headers.emplace_back("if-match", etag);
   };
@@ -473,9 +480,9 @@ Status Client::GetObject(const Location& loc, uint64_t max_bytes, std::vector<ui
   }
   FEEDLINE_RETURN_IF_ERROR(st);
   const std::string len = resp.Header("content-length");
-  if (!len.empty() && std::stoull(len) != out->size()) {
-    return DataLossError("'" + loc.Url() + "' GET: got " + std::to_string(out->size()) + " of " +
-                         len + " bytes");
+  if (!len.empty() && std::stoull(len) != out->size() - req.vec_base) {
+    return DataLossError("'" + loc.Url() + "' GET: got " +
+                         std::to_string(out->size() - req.vec_base) + " of " + len + " bytes");
   }
   return Status::OK();
 }

@@ -40,6 +40,8 @@ struct ObjectHead {
 };
 
 // Counters over every request of a client (the doctor's storage view).
+// Counters of requests, summed over every client of the process (what the
+// doctor's storage view reads, GetObjectStoreStats).
 struct ClientStats {
   std::atomic<uint64_t> requests{0}, retries{0}, bytes{0}, busy_ns{0};
   std::atomic<uint64_t> first_byte_ns{0};  // summed over GETs
@@ -47,6 +49,8 @@ struct ClientStats {
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> peak_in_flight{0};
 };
+
+ClientStats& ProcessStats();
 
 class Client {
  public:
@@ -60,7 +64,7 @@ class Client {
   // empty: any), size: its size then (a different total is a change).
   Status GetRange(const Location& loc, uint64_t offset, size_t n, void* out,
                   const std::string& etag, uint64_t size) const;
-  // The whole object, refused above max_bytes before its body is read.
+  // The whole object appended to *out, refused above max_bytes.
   Status GetObject(const Location& loc, uint64_t max_bytes, std::vector<uint8_t>* out,
                    const std::string& etag = "") const;
   // Every object whose key starts with prefix, in S3's order (UTF-8 bytes).
@@ -87,7 +91,7 @@ class Client {
 
   const std::shared_ptr<const Config> config_;
   const HttpOptions http_;
-  mutable ClientStats stats_;
+  ClientStats& stats_;  // the process's (ProcessStats): one view of every client
   mutable core::Mutex mu_;
   mutable std::vector<void*> pool_ GUARDED_BY(mu_);  // idle CURL easy handles
 };

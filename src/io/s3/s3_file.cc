@@ -105,6 +105,27 @@ Status UploadFile(const std::string& local_path, const std::string& url, const H
   return client->Upload(local_path, loc);
 }
 
+ObjectStoreStats GetObjectStoreStats() {
+  const io::s3::ClientStats& c = io::s3::ProcessStats();
+  ObjectStoreStats s;
+  s.requests = c.requests;
+  s.retries = c.retries;
+  s.gets = c.gets;
+  s.bytes = c.bytes;
+  s.first_byte_s = static_cast<double>(c.first_byte_ns.load()) / 1e9;
+  s.busy_s = static_cast<double>(c.busy_ns.load()) / 1e9;
+  s.in_flight = c.in_flight;
+  s.peak_in_flight = c.peak_in_flight;
+  return s;
+}
+
+Status DeleteObject(const std::string& url, const HttpOptions& http) {
+  FEEDLINE_ASSIGN_OR_RETURN(io::s3::Location loc, io::s3::ParseUrl(url));
+  if (loc.key.empty()) return InvalidArgumentError("'" + url + "' names a bucket, not an object");
+  FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const io::s3::Client> client, io::s3::GetClient(http));
+  return client->Delete(loc);
+}
+
 Status UploadDirectory(const std::string& local_dir, const std::string& prefix_url,
                        const std::string& last, const HttpOptions& http) {
   namespace fs = std::filesystem;

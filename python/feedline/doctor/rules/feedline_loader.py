@@ -129,15 +129,53 @@ def _fl_too_few_threads(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
 def _fl_storage_bound(ev: Ev, m: FeedlineModel) -> Optional[Finding]:
     if not _loader_bound(ev) or m.sample_s <= 0 or m.read_s / m.sample_s < 0.3:
         return None
-    src = ev["feedline"].get("source_kind")
-    fix = ("Raise read_ahead_bytes / read_ahead_threads so more records are in flight." if src in ("packed", "url")
-           else "Pack the dataset into shards (`feedline pack SRC OUT`) and read OUT: one read per record, "
-                "read-ahead bounded in bytes.")
+    f = ev["feedline"]
+    src = f.get("source_kind")
+    store = f.get("object_store")
+    facts = {"read_per_sample_s": m.read_s, "per_sample_s": m.sample_s, "source_kind": src}
+    predicted = m.rate(read_cut=m.read_s)
+    if store and store.get("requests"):
+        return _object_store_bound(ev, m, store, facts, predicted)
+    remote = str((ev["loader"].get("settings") or {}).get("source", "")).startswith(("http://", "https://"))
+    fix = ("Raise read_ahead_bytes / read_ahead_threads so more records are in flight."
+           if src == "shards" and remote else
+           "Pack the dataset into shards (`feedline pack SRC OUT`) and read OUT: one read per record, "
+           "read-ahead bounded in bytes.")
     return _finding(
         "storage_bound", "Storage-bound: reads take a large share of each sample",
         f"Reading takes {_ms(m.read_s)} of {_ms(m.sample_s)} per sample ({_pct(m.read_s / m.sample_s)}).",
-        fix, {"read_per_sample_s": m.read_s, "per_sample_s": m.sample_s, "source_kind": src},
-        m.rate(read_cut=m.read_s), current_rate(ev))
+        fix, facts, predicted, current_rate(ev))
+
+
+def _object_store_bound(ev: Ev, m: FeedlineModel, store: dict[str, Any], facts: dict[str, Any],
+                        predicted: float) -> Finding:
+    """Reads from a bucket: by Little's law the requests in flight that hide
+    them are the rate wanted times the request time per sample; that is the
+    read-ahead to prescribe (and its bytes, two samples' worth per fetch)."""
+    import math
+    samples = max(1, int(ev["feedline"].get("samples") or 1))
+    req_per_sample = store["requests"] / samples
+    req_s_per_sample = req_per_sample * store["request_s"]
+    need = max(1, math.ceil(1.25 * predicted * req_s_per_sample))
+    per_sample_bytes = store["bytes"] / samples
+    bytes_needed = max(64 << 20, int(2 * need * per_sample_bytes))
+    facts.update(first_byte_s=store["first_byte_s"], request_s=store["request_s"],
+                 bytes_per_s_per_connection=store["bytes_per_s_per_connection"],
+                 concurrency_in_use=store["concurrency"], requests_per_sample=req_per_sample,
+                 retries=store["retries"], recommended_read_ahead_threads=need,
+                 recommended_read_ahead_bytes=bytes_needed)
+    summary = (f"Reading from the object store takes {_ms(m.read_s)} of {_ms(m.sample_s)} per sample "
+               f"({_pct(m.read_s / m.sample_s)}): {req_per_sample:.2f} requests per sample of "
+               f"{_ms(store['request_s'])} each (first byte after {_ms(store['first_byte_s'])}, "
+               f"{store['bytes_per_s_per_connection'] / 1e6:.1f} MB/s per connection), "
+               f"{store['concurrency']:.1f} in flight on average.")
+    if store["retries"]:
+        summary += f" {store['retries']} requests were retried (503 SlowDown, resets)."
+    fix = (f"feedline.Loader(..., read_ahead_threads={need}, read_ahead_bytes={bytes_needed}): about "
+           f"{need} requests in flight hide {_ms(store['request_s'])} each at the rate the loader can "
+           "decode (Little's law)")
+    return _finding("storage_bound", "Storage-bound: object-store requests take a large share of each sample",
+                    summary, fix, facts, predicted, current_rate(ev), remedy="parallelism")
 
 
 @rule("feedline")
