@@ -71,6 +71,14 @@ VENV_S3 := $(shell $(ENVCACHE) path s3 --python $(HOST_PYTHON) -- $(S3_PIP))
 $(VENV_S3)/.installed:
 	$(ENVCACHE) make s3 --python $(HOST_PYTHON) -- $(S3_PIP) >/dev/null
 
+# The object-store peers for make bench (bench/e2e/s3_bench.py): s3torchconnector without its
+# torch (the torch 2 venv's is used), its CRT client and s3fs.
+S3PEERS_PIP := --no-deps s3torchconnector==1.5.0 ++ -r bench/e2e/requirements-s3peers.txt
+VENV_S3PEERS := $(shell $(ENVCACHE) path s3peers --python $(HOST_PYTHON) -- $(S3PEERS_PIP))
+
+$(VENV_S3PEERS)/.installed:
+	$(ENVCACHE) make s3peers --python $(HOST_PYTHON) -- $(S3PEERS_PIP) >/dev/null
+
 test: build $(VENV_S3)/.installed
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	FEEDLINE_S3_VENV=$(VENV_S3) FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
@@ -123,7 +131,7 @@ test-pip-install: demo-build
 BENCH_IMAGES ?= 2000
 BENCH_REPEATS ?= 3
 STARTUP_FILES ?= 200000
-bench: build torch2-build
+bench: build torch2-build $(VENV_S3)/.installed $(VENV_S3PEERS)/.installed
 	./$(BUILD)/bench/engine_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=bench/results/engine.json --benchmark_out_format=json
 	./$(BUILD)/bench/color_ops_benchmark --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
@@ -151,6 +159,11 @@ bench: build torch2-build
 # the step, what-if and straggler ones (issues 12 and 19: the tests check consistency, not figures).
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD)/python \
 	  $(PYTHON) bench/e2e/doctor_accuracy_bench.py --repeats $(BENCH_REPEATS)
+# Object stores (issue 35): the train recipe from a bucket (moto + a latency proxy), feedline vs
+# s3torchconnector and s3fs, 0 and 20 ms added per request; raw large-object reads.
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	  FEEDLINE_S3_VENV=$(VENV_S3) FEEDLINE_S3PEERS=$(VENV_S3PEERS) \
+	  $(VENV_TORCH2)/bin/python bench/e2e/s3_bench.py --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	@echo; echo "=== all benchmarks (bench/results/summary.md) ==="
 	$(PYTHON) bench/summary.py
 

@@ -1,6 +1,6 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment}.json (or their
+bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3}.json (or their
 -quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
@@ -78,6 +78,22 @@ def storage_rows(rows, d):
     pack = d.get("pack_mb_per_s") or []
     if pack:
         row(rows, "pack", statistics.median(pack), None, None, f"{min(pack):.0f}-{max(pack):.0f}", "MB/s")
+
+
+def s3_rows(rows, d):
+    r = d["results"]
+    pairs = [("feedline/s3-wds-ordered", "s3torchconnector/wds", "s3 wds in order vs s3torchconnector"),
+             ("feedline/s3-folder", "s3torchconnector/folder", "s3 folder vs s3torchconnector"),
+             ("feedline/s3-folder", "s3fs/folder", "s3 folder vs s3fs"),
+             ("feedline/s3-wds-ordered", "feedline/local-wds-ordered", "s3 wds in order vs local disk")]
+    for ms in (0, 20):
+        for ours, peer, label in pairs:
+            x = r.get(f"{ours} @{ms} ms", {})
+            y = r.get(f"{peer} @{0 if 'local' in peer else ms} ms", {})
+            if x.get("samples_per_s") and y.get("samples_per_s"):
+                row(rows, f"{label}, {ms} ms added", x["samples_per_s"], y["samples_per_s"],
+                    x["samples_per_s"] / y["samples_per_s"], f"{x['min']:.0f}-{x['max']:.0f}", "img/s",
+                    "target >= 0.9" if "local" in peer and ms == 20 else "")
 
 
 def tuner_rows(rows, d):
@@ -170,7 +186,7 @@ def main():
     rows, meta = [], {}
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
                      ("engine", engine_rows), ("peers", peers_rows),
-                     ("tokens", tokens_rows), ("augment", augment_rows)):
+                     ("tokens", tokens_rows), ("augment", augment_rows), ("s3", s3_rows)):
         d = load(name, a.quick)
         if d is None:
             continue

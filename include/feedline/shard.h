@@ -106,6 +106,12 @@ class FEEDLINE_EXPORT ShardReader {
   // the record's extent). Checks 5-6 of the spec. OutOfRange for
   // i >= num_records().
   Status Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord* out) const;
+  // Records first..last (inclusive), back to back, with one read: for
+  // read-ahead of consecutive records of a remote shard.
+  Status ReadRun(uint64_t first, uint64_t last, std::vector<uint8_t>* out) const;
+  // Checks 5-6 on record i's bytes already read (exactly its extent, e.g.
+  // carved from ReadRun's); the fields view `bytes`.
+  Status Parse(uint64_t i, const std::vector<uint8_t>& bytes, ShardRecord* out) const;
 
   uint64_t num_records() const { return offsets_.size(); }
   uint32_t version() const { return version_; }

@@ -78,6 +78,11 @@ class FEEDLINE_EXPORT TarDataset {
   const std::vector<std::string>& paths() const { return paths_; }
   // Reads sample i's image bytes into `out`.
   Status Read(uint64_t i, std::vector<uint8_t>* out) const;
+  // Reads n bytes at offset of tar number `tar` (read-ahead runs).
+  Status ReadRange(uint32_t tar, uint64_t offset, uint64_t n, uint8_t* out) const;
+  // Reads every member of sample i (and the headers between them) into
+  // *out as one read: the span ReadParts splits.
+  Status ReadSpan(uint64_t i, std::vector<uint8_t>* out) const;
   // Reads every member of sample i (one read) into the sample's scratch and
   // adds one part per member, named by its extension (Sample::AddPart);
   // data() is the first image member, if any.
@@ -92,13 +97,15 @@ class FEEDLINE_EXPORT TarDataset {
 };
 
 // Reads sample i of the tars into the sample's bytes; sets label, key and
-// location (tar path, sample number, offset).
+// location (tar path, sample number, offset). With read-ahead (remote tars:
+// OpenSource gives 64 MiB, 8 in flight), samples are fetched ahead of the
+// workers in the loader's order, each one ranged read, within max_bytes.
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeTarReadOp(
-    std::shared_ptr<const TarDataset> dataset);
+    std::shared_ptr<const TarDataset> dataset, const ReadAheadOptions& read_ahead = {});
 // The same, reading every member as a part (TarDataset::ReadParts), for
 // recipes with several fields.
 FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeTarPartsReadOp(
-    std::shared_ptr<const TarDataset> dataset);
+    std::shared_ptr<const TarDataset> dataset, const ReadAheadOptions& read_ahead = {});
 
 }  // namespace feedline
 

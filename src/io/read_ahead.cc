@@ -5,9 +5,11 @@
 
 namespace feedline::io {
 
-ReadAhead::ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads)
+ReadAhead::ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads,
+                     Coalescing coalescing)
     : fetch_(std::move(fetch)),
       size_(std::move(size)),
+      coalescing_(std::move(coalescing)),
       max_bytes_(max_bytes),
       num_threads_(std::max(1u, threads)),
       in_flight_limit_(num_threads_),
@@ -112,34 +114,71 @@ void ReadAhead::FetchLoop() {
       cv_.Wait(&l);  // wait for a fetch or a Take to free room (or new limits, or a new plan)
       continue;
     }
-    ++next_;
-    bytes_ += need;
+    // The run: this record, then the plan's next ones while they follow it
+    // in the same file, fit the budget and are not held already.
+    std::vector<uint64_t> ids{id};
+    std::vector<uint64_t> needs{need};
+    uint64_t run_bytes = need;
+    if (coalescing_.span) {
+      Span last = coalescing_.span(id);
+      for (uint64_t q = next_ + 1; q < plan_->ids.size() && ids.size() < Coalescing::kMaxRun; ++q) {
+        const uint64_t next_id = plan_->ids[q];
+        const Span sp = coalescing_.span(next_id);
+        const uint64_t n = size_(next_id);
+        if (sp.file != last.file || sp.begin < last.end ||
+            sp.begin - last.end > Coalescing::kMaxGap || entries_.count(next_id) ||
+            std::find(ids.begin(), ids.end(), next_id) != ids.end() ||
+            run_bytes + n > Coalescing::kMaxRunBytes || bytes_ + run_bytes + n > bytes_limit_) {
+          break;
+        }
+        ids.push_back(next_id);
+        needs.push_back(n);
+        run_bytes += n;
+        last = sp;
+      }
+    }
+    next_ += ids.size();
+    bytes_ += run_bytes;
     peak_bytes_ = std::max(peak_bytes_, bytes_);
     peak_in_flight_ = std::max(peak_in_flight_, ++in_flight_);
-    Entry& e = entries_[id];
-    e.reserved = need;
-    e.position = next_ - 1;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      Entry& e = entries_[ids[k]];
+      e.reserved = needs[k];
+      e.position = next_ - ids.size() + k;
+    }
     const uint64_t generation = generation_;
 
     l.Unlock();  // the fetch (I/O) runs without the lock
     const auto t0 = std::chrono::steady_clock::now();
-    Fetched fetched;
-    Status status = fetch_(id, &fetched);
+    std::vector<Fetched> fetched(ids.size());
+    Status status;
+    if (ids.size() == 1) {
+      status = fetch_(id, &fetched[0]);
+    } else {
+      status = coalescing_.fetch_run(ids, &fetched);
+    }
     const auto dt = std::chrono::steady_clock::now() - t0;
     l.Lock();
 
     --in_flight_;
     ++fetches_;
+    runs_ += ids.size() > 1 ? 1 : 0;
     fetch_ns_ +=
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count());
-    fetched_bytes_ += need;
-    auto it = entries_.find(id);
-    if (generation != generation_ || it == entries_.end() || it->second.ready) {
-      bytes_ -= need;  // the plan changed under us: drop it
-    } else {
+    fetched_bytes_ += run_bytes;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      auto it = entries_.find(ids[k]);
+      const bool stale = generation != generation_ || it == entries_.end() || it->second.ready;
+      if (stale || (ids.size() > 1 && !status.ok())) {
+        // The plan changed under us, or a failed run: dropped (a failed
+        // run's records are read by the workers, each with its own error).
+        bytes_ -= needs[k];
+        if (!stale) entries_.erase(it);
+        continue;
+      }
       it->second.ready = true;
-      it->second.status = std::move(status);
-      it->second.fetched = std::move(fetched);
+      it->second.status = status;
+      it->second.fetched = std::move(fetched[k]);
     }
     cv_.SignalAll();
   }
@@ -195,6 +234,11 @@ bool ReadAhead::Take(uint64_t id, Fetched* out, Status* status) {
 uint64_t ReadAhead::peak_bytes() const {
   core::MutexLock l(&mu_);
   return peak_bytes_;
+}
+
+uint64_t ReadAhead::coalesced_runs() const {
+  core::MutexLock l(&mu_);
+  return runs_;
 }
 
 uint32_t ReadAhead::peak_in_flight() const {

@@ -40,12 +40,36 @@ struct Fetched {
   std::vector<Part> parts;
 };
 
+// Where a record's bytes lie, for coalescing: records of the same file whose
+// spans follow each other (gaps up to kMaxGap) are read as one run.
+struct Span {
+  uint64_t file = 0;
+  uint64_t begin = 0, end = 0;
+};
+
+// Reads runs of records: ids (in plan order, adjacent in one file) into
+// outs[i], typically with one read of [span(ids.front()).begin,
+// span(ids.back()).end). A failed run's records are fetched by the workers
+// one by one, so its error is reported for the record it belongs to.
+struct Coalescing {
+  std::function<Span(uint64_t id)> span;
+  std::function<Status(const std::vector<uint64_t>& ids, std::vector<Fetched>* outs)> fetch_run;
+  static constexpr uint64_t kMaxGap = 64 << 10;       // bytes read and thrown away, at most
+  static constexpr uint64_t kMaxRunBytes = 8u << 20;  // one request's body, at most
+  static constexpr size_t kMaxRun = 256;              // records per run
+};
+
 class ReadAhead final : public BackgroundWork {
  public:
   using FetchFn = std::function<Status(uint64_t id, Fetched* out)>;
   using SizeFn = std::function<uint64_t(uint64_t id)>;
 
-  ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads);
+  // With `coalescing` (optional), consecutive records of the plan that are
+  // adjacent in storage are fetched as one run: in storage order (no
+  // shuffle) a remote shard is then one request per run of records, not
+  // one per record.
+  ReadAhead(FetchFn fetch, SizeFn size, uint64_t max_bytes, uint32_t threads,
+            Coalescing coalescing = {});
   ~ReadAhead() override;  // stops the fetchers and joins them
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
@@ -71,6 +95,7 @@ class ReadAhead final : public BackgroundWork {
 
   uint64_t max_bytes() const { return max_bytes_; }
   uint64_t peak_bytes() const;
+  uint64_t coalesced_runs() const;
   uint32_t peak_in_flight() const;
 
  private:
@@ -89,6 +114,7 @@ class ReadAhead final : public BackgroundWork {
 
   const FetchFn fetch_;
   const SizeFn size_;
+  const Coalescing coalescing_;
   const uint64_t max_bytes_;
   const uint32_t num_threads_;
 
@@ -107,6 +133,7 @@ class ReadAhead final : public BackgroundWork {
   uint64_t fetches_ GUARDED_BY(mu_) = 0;
   uint64_t fetch_ns_ GUARDED_BY(mu_) = 0;
   uint64_t fetched_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t runs_ GUARDED_BY(mu_) = 0;  // coalesced fetches of two or more records
   std::unordered_map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
   // Only SetPlan touches it, and its calls are serialised (SampleOp::OnPlan).
   std::vector<std::thread> threads_;

@@ -165,6 +165,32 @@ Status ShardReader::Read(uint64_t i, std::vector<uint8_t>* scratch, ShardRecord*
     return read.WithContext("shard '" + path_ + "' record " + std::to_string(i) + " at offset " +
                             std::to_string(offset));
   }
+  return Parse(i, *scratch, out);
+}
+
+Status ShardReader::ReadRun(uint64_t first, uint64_t last, std::vector<uint8_t>* out) const {
+  if (first > last || last >= offsets_.size()) {
+    return OutOfRangeError("shard '" + path_ + "' has " + std::to_string(offsets_.size()) +
+                           " records; no run " + std::to_string(first) + ".." +
+                           std::to_string(last));
+  }
+  const uint64_t begin = offsets_[first], end = offsets_[last] + record_extent(last);
+  out->resize(end - begin);
+  const Status read = ReadAt(begin, out->data(), out->size());
+  if (!read.ok()) {
+    return read.WithContext("shard '" + path_ + "' records " + std::to_string(first) + " to " +
+                            std::to_string(last) + " at offset " + std::to_string(begin));
+  }
+  return Status::OK();
+}
+
+Status ShardReader::Parse(uint64_t i, const std::vector<uint8_t>& bytes, ShardRecord* out) const {
+  const std::vector<uint8_t>* scratch = &bytes;
+  const uint64_t extent = record_extent(i);
+  if (bytes.size() != extent) {
+    return RecordError(i, "holds " + std::to_string(bytes.size()) + " bytes, its extent is " +
+                              std::to_string(extent));
+  }
   const uint8_t* h = scratch->data();
   if (std::memcmp(h, shard::kRecordMagic, sizeof(shard::kRecordMagic)) != 0) {
     return RecordError(i, "bad record magic (index points at no record)");

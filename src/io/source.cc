@@ -135,7 +135,8 @@ Result<Source> OpenSource(const std::string& path, const SourceOptions& options)
         tar_urls.empty() ? TarDataset::OpenPath(path, tar) : TarDataset::Open(tar_urls, tar));
     s.kind = Source::Kind::kTar;
     s.num_samples = ds->num_samples();
-    s.read_op = options.parts ? MakeTarPartsReadOp(std::move(ds)) : MakeTarReadOp(std::move(ds));
+    s.read_op =
+        options.parts ? MakeTarPartsReadOp(std::move(ds), ra) : MakeTarReadOp(std::move(ds), ra);
   } else if (kind == Source::Kind::kList) {
     ListOptions lo;
     lo.file_columns = options.list_file_columns;

@@ -10,6 +10,7 @@
 #include "feedline/webdataset.h"
 #include "src/core/detail/fingerprint.h"
 #include "src/io/file_cache.h"
+#include "src/io/read_ahead.h"
 
 namespace feedline {
 namespace {
@@ -492,20 +493,38 @@ Status TarDataset::Read(uint64_t i, std::vector<uint8_t>* out) const {
   return Status::OK();
 }
 
-Status TarDataset::ReadParts(uint64_t i, Sample& sample) const {
+Status TarDataset::ReadRange(uint32_t tar, uint64_t offset, uint64_t n, uint8_t* out) const {
+  const Status st = files_[tar]->Read(offset, n, out);
+  if (!st.ok()) {
+    return st.WithContext("tar '" + paths_[tar] + "' bytes " + std::to_string(offset) + " to " +
+                          std::to_string(offset + n));
+  }
+  return Status::OK();
+}
+
+Status TarDataset::ReadSpan(uint64_t i, std::vector<uint8_t>* out) const {
   const TarSample& s = samples_[i];
+  out->clear();
   if (s.members.empty()) return Status::OK();
   // The members of a key are consecutive in the tar: one read covers them
   // (and the 512-byte headers between them).
   const uint64_t begin = s.members.front().offset;
   const uint64_t end = s.members.back().offset + s.members.back().size;
-  std::vector<uint8_t>& buf = sample.scratch();
-  buf.resize(end - begin);
-  const Status st = files_[s.tar]->Read(begin, end - begin, buf.data());
+  out->resize(end - begin);
+  const Status st = files_[s.tar]->Read(begin, end - begin, out->data());
   if (!st.ok()) {
     return st.WithContext("tar '" + paths_[s.tar] + "' sample " + std::to_string(i) + " '" + s.key +
                           "' at offset " + std::to_string(begin));
   }
+  return Status::OK();
+}
+
+Status TarDataset::ReadParts(uint64_t i, Sample& sample) const {
+  const TarSample& s = samples_[i];
+  if (s.members.empty()) return Status::OK();
+  std::vector<uint8_t>& buf = sample.scratch();
+  FEEDLINE_RETURN_IF_ERROR(ReadSpan(i, &buf));
+  const uint64_t begin = s.members.front().offset;
   for (const TarMember& m : s.members) {
     sample.AddPart(m.ext, std::span<const uint8_t>(buf).subspan(m.offset - begin, m.size));
   }
@@ -517,7 +536,8 @@ namespace {
 
 class TarReadOp final : public SampleOp {
  public:
-  TarReadOp(std::shared_ptr<const TarDataset> ds, bool parts) : ds_(std::move(ds)), parts_(parts) {
+  TarReadOp(std::shared_ptr<const TarDataset> ds, bool parts, const ReadAheadOptions& ra)
+      : ds_(std::move(ds)), parts_(parts) {
     core::detail::Fingerprint fp;
     fp.Add(std::string_view(parts ? "tar-parts" : "tar"));
     for (uint64_t i = 0; i < ds_->num_samples(); ++i) {
@@ -528,9 +548,23 @@ class TarReadOp final : public SampleOp {
       }
     }
     fingerprint_ = fp.value();
+    if (ra.max_bytes > 0) {
+      const TarDataset* d = ds_.get();
+      io::Coalescing runs;
+      runs.span = [d, parts](uint64_t id) { return SpanOf(d->sample(id), parts); };
+      runs.fetch_run = [d, parts](const std::vector<uint64_t>& ids,
+                                  std::vector<io::Fetched>* outs) {
+        return FetchRun(*d, parts, ids, outs);
+      };
+      read_ahead_ = std::make_unique<io::ReadAhead>(
+          [d, parts](uint64_t id, io::Fetched* f) { return Fetch(*d, parts, id, f); },
+          [d, parts](uint64_t id) { return Extent(d->sample(id), parts); }, ra.max_bytes,
+          ra.threads, std::move(runs));
+    }
   }
   std::string_view name() const override { return "read"; }
   uint64_t DataFingerprint() const override { return fingerprint_; }
+  BackgroundWork* background() const override { return read_ahead_.get(); }
   Status Apply(Sample& s, OpState* /*state*/) const override {
     const TarSample& t = ds_->sample(s.id());
     s.location().file = ds_->paths()[t.tar];
@@ -538,6 +572,16 @@ class TarReadOp final : public SampleOp {
     s.location().offset = static_cast<int64_t>(t.offset);
     s.location().key = t.key;
     s.label = t.label;
+    io::Fetched f;
+    Status st;
+    if (read_ahead_ && read_ahead_->Take(s.id(), &f, &st)) {
+      FEEDLINE_RETURN_IF_ERROR(st);
+      s.scratch().swap(f.buffer);  // the read-ahead buffer becomes the sample's: no copy
+      const std::span<const uint8_t> buf(s.scratch());
+      for (const io::Fetched::Part& p : f.parts) s.AddPart(p.name, buf.subspan(p.offset, p.size));
+      if (!parts_ || t.size > 0) s.set_data(buf.subspan(f.data_offset, f.data_size));
+      return Status::OK();
+    }
     if (parts_) return ds_->ReadParts(s.id(), s);
     FEEDLINE_RETURN_IF_ERROR(ds_->Read(s.id(), &s.scratch()));
     s.set_data(s.scratch());
@@ -545,19 +589,80 @@ class TarReadOp final : public SampleOp {
   }
 
  private:
+  // The bytes one sample's read covers: its image, or (parts) every member
+  // and the headers between them.
+  static uint64_t Extent(const TarSample& t, bool parts) {
+    if (!parts) return t.size;
+    if (t.members.empty()) return 0;
+    return t.members.back().offset + t.members.back().size - t.members.front().offset;
+  }
+  static io::Span SpanOf(const TarSample& t, bool parts) {
+    const uint64_t begin = parts ? (t.members.empty() ? 0 : t.members.front().offset) : t.offset;
+    return {t.tar, begin, begin + Extent(t, parts)};
+  }
+  // Consecutive samples of one tar: one read of their whole span (headers
+  // and padding between them included), carved into each sample's bytes.
+  static Status FetchRun(const TarDataset& d, bool parts, const std::vector<uint64_t>& ids,
+                         std::vector<io::Fetched>* outs) {
+    const io::Span first = SpanOf(d.sample(ids.front()), parts);
+    const io::Span last = SpanOf(d.sample(ids.back()), parts);
+    std::vector<uint8_t> run(last.end - first.begin);
+    FEEDLINE_RETURN_IF_ERROR(d.ReadRange(first.file, first.begin, run.size(), run.data()));
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const TarSample& t = d.sample(ids[k]);
+      const io::Span sp = SpanOf(t, parts);
+      io::Fetched& f = (*outs)[k];
+      f.buffer.assign(run.begin() + static_cast<std::ptrdiff_t>(sp.begin - first.begin),
+                      run.begin() + static_cast<std::ptrdiff_t>(sp.end - first.begin));
+      f.parts.clear();
+      if (parts) {
+        for (const TarMember& m : t.members) {
+          f.parts.push_back(
+              {m.ext, static_cast<size_t>(m.offset - sp.begin), static_cast<size_t>(m.size)});
+        }
+      }
+      f.data_offset = static_cast<size_t>(parts && t.size > 0 ? t.offset - sp.begin : 0);
+      f.data_size = static_cast<size_t>(t.size);
+    }
+    return Status::OK();
+  }
+  // What Apply would read, into a read-ahead buffer (the same one read).
+  static Status Fetch(const TarDataset& d, bool parts, uint64_t id, io::Fetched* f) {
+    const TarSample& t = d.sample(id);
+    f->parts.clear();
+    if (!parts) {
+      FEEDLINE_RETURN_IF_ERROR(d.Read(id, &f->buffer));
+      f->data_offset = 0;
+      f->data_size = f->buffer.size();
+      return Status::OK();
+    }
+    FEEDLINE_RETURN_IF_ERROR(d.ReadSpan(id, &f->buffer));
+    const uint64_t begin = t.members.empty() ? 0 : t.members.front().offset;
+    for (const TarMember& m : t.members) {
+      f->parts.push_back(
+          {m.ext, static_cast<size_t>(m.offset - begin), static_cast<size_t>(m.size)});
+    }
+    f->data_offset = static_cast<size_t>(t.size > 0 ? t.offset - begin : 0);
+    f->data_size = static_cast<size_t>(t.size);
+    return Status::OK();
+  }
+
   std::shared_ptr<const TarDataset> ds_;
   const bool parts_;
   uint64_t fingerprint_ = 0;
+  std::unique_ptr<io::ReadAhead> read_ahead_;
 };
 
 }  // namespace
 
-std::shared_ptr<const SampleOp> MakeTarReadOp(std::shared_ptr<const TarDataset> dataset) {
-  return std::make_shared<TarReadOp>(std::move(dataset), /*parts=*/false);
+std::shared_ptr<const SampleOp> MakeTarReadOp(std::shared_ptr<const TarDataset> dataset,
+                                              const ReadAheadOptions& read_ahead) {
+  return std::make_shared<TarReadOp>(std::move(dataset), /*parts=*/false, read_ahead);
 }
 
-std::shared_ptr<const SampleOp> MakeTarPartsReadOp(std::shared_ptr<const TarDataset> dataset) {
-  return std::make_shared<TarReadOp>(std::move(dataset), /*parts=*/true);
+std::shared_ptr<const SampleOp> MakeTarPartsReadOp(std::shared_ptr<const TarDataset> dataset,
+                                                   const ReadAheadOptions& read_ahead) {
+  return std::make_shared<TarReadOp>(std::move(dataset), /*parts=*/true, read_ahead);
 }
 
 }  // namespace feedline
