@@ -17,6 +17,7 @@
 
 #include "feedline/dataset.h"
 #include "feedline/export.h"
+#include "feedline/file.h"
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/op_registry.h"
@@ -24,6 +25,7 @@
 #include "feedline/sample.h"
 #include "feedline/source.h"
 #include "feedline/status.h"
+#include "feedline/tokens.h"
 
 namespace feedline {
 
@@ -133,6 +135,17 @@ FEEDLINE_EXPORT Pipeline RawFolderPipeline(std::shared_ptr<const ImageFolder> fo
 // The standard image pipeline over a packed dataset, fields {"image", "label"}.
 FEEDLINE_EXPORT Pipeline ShardImagePipeline(std::shared_ptr<const ShardDataset> dataset,
                                             const ImageTransform& transform);
+
+// A token corpus (tokens.h) whose sources may be remote: an s3:// object or
+// an http(s):// URL is a flat (nanoGPT) token file read by ranged requests
+// through a block cache (1 MiB blocks, 64 MiB per file) instead of a memory
+// map, with the local reader's checks and fingerprint (a state saved on the
+// local file resumes on its copy in a bucket); local paths are
+// OpenTokenSource's. A remote token-shard manifest or Megatron prefix is
+// Unimplemented, naming it (copy it to local disk).
+FEEDLINE_EXPORT Result<std::shared_ptr<const TokenCorpus>> OpenTokenCorpus(
+    const std::vector<std::string>& paths, const TokenSourceOptions& options,
+    const HttpOptions& http = {});
 
 }  // namespace feedline
 

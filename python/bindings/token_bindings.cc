@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "feedline/pipeline_builder.h"
 #include "feedline/tokens.h"
 #include "python/bindings/errors.h"
 
@@ -26,7 +27,7 @@ struct PyTokenCorpus {
 };
 
 PyTokenCorpus OpenCorpus(const std::vector<std::string>& paths, const std::string& dtype,
-                         std::optional<int64_t> eos_token) {
+                         std::optional<int64_t> eos_token, const HttpOptions& http) {
   Result<std::shared_ptr<const TokenCorpus>> corpus = [&]() {
     py::gil_scoped_release release;
     Result<TokenDType> d = ParseTokenDType(dtype);
@@ -34,7 +35,7 @@ PyTokenCorpus OpenCorpus(const std::vector<std::string>& paths, const std::strin
     TokenSourceOptions o;
     o.flat_dtype = *d;
     o.eos_token = eos_token;
-    return TokenCorpus::Open(paths, o);
+    return OpenTokenCorpus(paths, o, http);
   }();
   return PyTokenCorpus{ValueOrThrow(std::move(corpus))};
 }
@@ -125,7 +126,7 @@ void RegisterTokens(py::module_& m) {
       .def_property_readonly("fingerprint",
                              [](const PyTokenCorpus& c) { return c.corpus->Fingerprint(); });
   m.def("open_token_corpus", &OpenCorpus, py::arg("paths"), py::arg("dtype"),
-        py::arg("eos_token") = py::none());
+        py::arg("eos_token") = py::none(), py::arg("http") = HttpOptions());
   m.def(
       "token_window_pipeline",
       [](const PyTokenCorpus& c, uint64_t seq_len, bool position_ids, bool document_ids,

@@ -38,7 +38,8 @@ def _paths(sources: Sources) -> List[str]:
         items = list(sources)
     if not items:
         raise ValueError("TokenLoader needs at least one source")
-    return [os.path.expanduser(os.fsdecode(os.fspath(p))) for p in items]
+    return [os.fsdecode(os.fspath(p)) if str(os.fsdecode(os.fspath(p))).startswith(("s3://", "http://", "https://"))
+            else os.path.expanduser(os.fsdecode(os.fspath(p))) for p in items]
 
 
 PACKINGS = ("concat", "best_fit")
@@ -106,6 +107,10 @@ class TokenLoader(Loader):
             eod_mask_loss). False (default): that token is the label, as
             in nanoGPT. Best fit never labels across documents. It changes
             no sequence's place: a state resumes with either setting.
+        endpoint_url, s3_anonymous: for sources that are s3:// objects
+            (docs/object_stores.md): flat token files are read by ranged
+            requests through a block cache instead of a memory map, with
+            the local file's fingerprint (a state resumes across the copy).
 
     Iterating yields dicts of tensors: ``input_ids``, ``labels``,
     ``position_ids``, ``document_ids`` (int64 [batch, seq_len]) and
@@ -123,7 +128,8 @@ class TokenLoader(Loader):
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
                  ram_budget: Optional[int] = None, elastic: bool = False, device: Device = None,
-                 fields: Optional[Sequence[str]] = None, mask_cross_document_labels: bool = False) -> None:
+                 fields: Optional[Sequence[str]] = None, mask_cross_document_labels: bool = False,
+                 endpoint_url: Optional[str] = None, s3_anonymous: bool = False) -> None:
         wanted = TOKEN_FIELDS if fields is None else tuple(fields)
         unknown = [f for f in wanted if f not in TOKEN_FIELDS]
         if unknown or "input_ids" not in wanted or "labels" not in wanted:
@@ -165,7 +171,11 @@ class TokenLoader(Loader):
         if self.weights is not None and (any(not w >= 0 for w in self.weights) or sum(self.weights) <= 0):
             raise ValueError(f"weights must be >= 0 with a positive sum, got {self.weights}")
         eos = None if eos_token is None else int(eos_token)
-        self._corpora = [_C.open_token_corpus([os.fsencode(p) for p in g], dtype, eos) for g in groups]
+        http = _C.HttpOptions()
+        if endpoint_url is not None:
+            http.s3.endpoint_url = str(endpoint_url)
+        http.s3.anonymous = bool(s3_anonymous)
+        self._corpora = [_C.open_token_corpus([os.fsencode(p) for p in g], dtype, eos, http) for g in groups]
         self._plans = [_C.best_fit_plan(c, self.seq_len) for c in self._corpora] if packing == "best_fit" else []
         if packing == "best_fit":
             pad = int(pad_token)  # type: ignore[arg-type]  # checked above

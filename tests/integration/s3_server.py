@@ -116,6 +116,12 @@ class FaultProxy:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn):
+        try:
+            self._answer(conn)
+        except OSError:
+            pass  # the client went away (a reset, a closed pool): nothing to answer
+
+    def _answer(self, conn):
         with conn:
             while True:
                 req = _read_request(conn)

@@ -344,3 +344,36 @@ def test_pack_text_writes_token_shards_into_a_bucket(moto, tmp_path, monkeypatch
         assert C.read_object(f"s3://data/tokens/{p.name}", 1 << 30, http(moto.url)) == p.read_bytes(), p.name
     with pytest.raises(FileExistsError, match=r"s3://data/tokens/manifest.json exists"):
         feedline.pack_text(args[0], "s3://data/tokens", args[1], progress=False)
+
+
+def test_a_nanogpt_token_file_in_a_bucket_loads_like_the_local_file_and_resumes_from_it(moto, tmp_path):
+    import numpy as np
+
+    import feedline
+    rng = np.random.default_rng(4)
+    ids = rng.integers(1, 50000, size=3_000_000, dtype=np.uint16)  # 6 MB: several 1 MiB blocks
+    ids[rng.integers(0, ids.size, size=3000)] = 0  # eos
+    (tmp_path / "train.bin").write_bytes(ids.tobytes())
+    moto.boto(f"s3.upload_file('{tmp_path / 'train.bin'}', 'data', 'nanogpt/train.bin')")
+
+    def loader(src):
+        return feedline.TokenLoader(src, seq_len=256, batch_size=8, shuffle=True, seed=1, eos_token=0, num_threads=2,
+                                    endpoint_url=moto.url, fields=("input_ids", "labels", "document_ids"))
+    local, remote = loader(tmp_path / "train.bin"), loader("s3://data/nanogpt/train.bin")
+    assert len(local) == len(remote) and local._fingerprints() == remote._fingerprints()
+    it_l, it_r = iter(local), iter(remote)
+    for _ in range(40):
+        a, b = next(it_l), next(it_r)
+        for k in ("input_ids", "labels", "document_ids"):
+            assert torch.equal(a[k], b[k]), k
+    state = local.state_dict()
+    rest = [next(it_l)["input_ids"] for _ in range(20)]
+    resumed = loader("s3://data/nanogpt/train.bin")
+    resumed.load_state_dict(state)
+    it = iter(resumed)
+    assert all(torch.equal(x, next(it)["input_ids"]) for x in rest)
+    # Megatron prefixes and token shards stay local, said so by name.
+    moto.boto("s3.put_object(Bucket='data', Key='nanogpt/mega.idx', Body=b'x')")
+    moto.boto("s3.put_object(Bucket='data', Key='nanogpt/mega.bin', Body=b'xx')")
+    with pytest.raises(Exception, match=r"s3://data/nanogpt/mega.bin.*read from local disk only"):
+        loader("s3://data/nanogpt/mega.bin")
