@@ -667,6 +667,29 @@ void RegisterLoader(py::module_& m) {
       },
       "The process's object-store requests so far (object_store.h ObjectStoreStats).");
   m.def(
+      "read_file",
+      [](const std::string& name, uint64_t offset, int64_t n, const HttpOptions& http) {
+        std::string out;
+        Status st;
+        {
+          py::gil_scoped_release nogil;
+          Result<std::unique_ptr<RandomAccessFile>> f = OpenFile(name, http);
+          st = f.status();
+          if (st.ok()) {
+            const uint64_t size = (*f)->size();
+            const uint64_t len =
+                n < 0 ? (offset < size ? size - offset : 0) : static_cast<uint64_t>(n);
+            out.resize(len);
+            st = (*f)->Read(offset, len, out.data());
+          }
+        }
+        ThrowIfError(st);
+        return py::bytes(out);
+      },
+      py::arg("name"), py::arg("offset") = 0, py::arg("n") = -1, py::arg("http") = HttpOptions(),
+      "n bytes (-1: to the end) at offset of a local file, URL or s3:// object, through OpenFile "
+      "(for an object, ranged GETs: a large read in concurrent parts).");
+  m.def(
       "read_object",
       [](const std::string& url, uint64_t max_bytes, const HttpOptions& http) {
         std::vector<uint8_t> out;

@@ -21,7 +21,9 @@ namespace {
 class BlockCache {
  public:
   BlockCache(std::unique_ptr<RandomAccessFile> file, uint64_t block, uint64_t max_bytes)
-      : file_(std::move(file)), block_(block), max_blocks_(std::max<uint64_t>(2, max_bytes / block)) {}
+      : file_(std::move(file)),
+        block_(block),
+        max_blocks_(std::max<uint64_t>(2, max_bytes / block)) {}
 
   const RandomAccessFile& file() const { return *file_; }
 
@@ -146,7 +148,8 @@ class RemoteFlatTokenFile final : public TokenSource {
       const uint64_t n = std::min<uint64_t>(kChunkTokens, num_tokens_ - 1 - t);
       if (!cache_.file().Read(t * item, n * item, raw.data()).ok()) break;  // counted so far
       if (!tokens::detail::WidenTokens(dtype_, raw.data(), n, ids.data(), path_, t).ok()) break;
-      count += static_cast<uint64_t>(std::count(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), *eos_));
+      count += static_cast<uint64_t>(
+          std::count(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), *eos_));
     }
     return 1 + count;
   }
@@ -159,7 +162,8 @@ class RemoteFlatTokenFile final : public TokenSource {
     // Token s starts a document when token s - 1 is an eos.
     const uint64_t from = begin == 0 ? 0 : begin - 1;
     std::vector<int64_t> ids(end - 1 - from);
-    if (ids.empty() || !Read(from, end - 1, ids.data()).ok()) return;  // the window's Read reports it
+    if (ids.empty() || !Read(from, end - 1, ids.data()).ok())
+      return;  // the window's Read reports it
     for (uint64_t k = 0; k < ids.size(); ++k) {
       if (ids[k] == *eos_) out->push_back(from + k + 1);
     }
@@ -240,7 +244,8 @@ Result<std::shared_ptr<const TokenCorpus>> OpenTokenCorpus(const std::vector<std
   std::vector<std::shared_ptr<const TokenSource>> sources;
   for (const std::string& path : paths) {
     if (!IsRemote(path)) {
-      FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TokenSource> s, OpenTokenSource(path, options));
+      FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const TokenSource> s,
+                                OpenTokenSource(path, options));
       sources.push_back(std::move(s));
       continue;
     }

@@ -308,7 +308,8 @@ Status Client::PerformOnce(Request& req, Response* resp, bool* retryable) const 
   }
   const uint64_t t0 = NowNs();
   const CURLcode rc = curl_easy_perform(h);
-  stats_.busy_ns += NowNs() - t0;
+  const uint64_t took = NowNs() - t0;
+  stats_.busy_ns += took;
   --stats_.in_flight;
   ++stats_.requests;
   stats_.bytes += cb.body_bytes;
@@ -318,6 +319,12 @@ Status Client::PerformOnce(Request& req, Response* resp, bool* retryable) const 
     curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &first);
     stats_.first_byte_ns += static_cast<uint64_t>(first) * 1000;
     ++stats_.gets;
+    const uint64_t first_ns = static_cast<uint64_t>(first) * 1000;
+    if (rc == CURLE_OK && cb.body_bytes >= (256u << 10) && took > first_ns) {
+      stats_.large_bytes += cb.body_bytes;
+      stats_.large_transfer_ns += took - first_ns;
+      ++stats_.large_gets;
+    }
   }
   GiveHandle(h);
 

@@ -46,6 +46,9 @@ struct ClientStats {
   std::atomic<uint64_t> requests{0}, retries{0}, bytes{0}, busy_ns{0};
   std::atomic<uint64_t> first_byte_ns{0};  // summed over GETs
   std::atomic<uint64_t> gets{0};
+  // GETs of at least 256 KiB: their bytes and the time from first byte to
+  // done (a connection's bandwidth, latency left out), for the part size.
+  std::atomic<uint64_t> large_bytes{0}, large_transfer_ns{0}, large_gets{0};
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> peak_in_flight{0};
 };

@@ -1,8 +1,8 @@
 // RandomAccessFile over an S3 object, and the public object_store.h calls.
 // Open costs one HeadObject (size and ETag); each Read is one ranged GET,
-// If-Match the ETag, or for a read of at least two parts
-// (S3Options::part_bytes) ranged GETs of a part each, up to
-// S3Options::max_concurrency in flight.
+// If-Match the ETag, or for a read of at least two parts ranged GETs of a
+// part each, up to S3Options::max_concurrency in flight; the part size
+// follows the measured latency and bandwidth (PartBytes).
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -15,6 +15,25 @@
 namespace feedline {
 namespace io {
 namespace {
+
+// The part size for a large read, from what the process's requests have
+// measured: a part should take several first-byte latencies to transfer on
+// one connection (bytes/s per connection, from GETs of 256 KiB or more,
+// times the mean first-byte latency, times 4), so the latency each part
+// pays is a small share of it; between 1 MiB and 64 MiB, and the
+// configured S3Options::part_bytes until 4 large GETs have been timed.
+uint64_t PartBytes(uint64_t configured) {
+  if (configured == 0) return 0;
+  const s3::ClientStats& st = s3::ProcessStats();
+  const uint64_t gets = st.gets, large = st.large_gets, transfer = st.large_transfer_ns;
+  if (large < 4 || transfer == 0 || gets == 0) return configured;
+  const double latency_s =
+      static_cast<double>(st.first_byte_ns.load()) / 1e9 / static_cast<double>(gets);
+  const double bytes_per_s =
+      static_cast<double>(st.large_bytes.load()) / (static_cast<double>(transfer) / 1e9);
+  const double want = bytes_per_s * latency_s * 4;
+  return std::clamp<uint64_t>(static_cast<uint64_t>(want), uint64_t{1} << 20, uint64_t{64} << 20);
+}
 
 class S3File final : public RandomAccessFile {
  public:
@@ -32,7 +51,7 @@ class S3File final : public RandomAccessFile {
                            std::to_string(offset) + " is past its " + std::to_string(head_.size) +
                            " bytes");
     }
-    const uint64_t part = client_->http().s3.part_bytes;
+    const uint64_t part = PartBytes(client_->http().s3.part_bytes);
     const uint32_t conc = std::max(client_->http().s3.max_concurrency, 1u);
     if (part == 0 || n < 2 * part || conc == 1) {
       return client_->GetRange(loc_, offset, n, out, head_.etag, head_.size);
