@@ -7,7 +7,6 @@
 
 #include "feedline/file.h"
 #include "src/core/crc32c.h"
-#include "src/core/detail/endian.h"
 #include "src/core/mutex.h"
 #include "src/tokens/token_codec.h"
 
@@ -96,26 +95,14 @@ class BlockCache {
   mutable uint64_t clock_ GUARDED_BY(mu_) = 0;
 };
 
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// The local reader's SampledDigest (token_source.cc), by ranged reads: 16
-// slices of 4 KiB spread over the file, or all of a small one.
+// The local reader's sampled digest (FlatDigestRanges), by ranged reads.
 Result<uint32_t> RemoteDigest(const RandomAccessFile& f) {
-  constexpr uint64_t kSlices = 16, kSlice = 4096;
-  const uint64_t size = f.size();
-  std::vector<uint8_t> buf(std::min<uint64_t>(size, kSlices * kSlice));
-  if (size <= kSlices * kSlice) {
-    FEEDLINE_RETURN_IF_ERROR(f.Read(0, size, buf.data()));
-    return core::Crc32c(buf.data(), size);
-  }
   uint32_t crc = 0;
-  const uint64_t last = size - kSlice;
-  for (uint64_t i = 0; i < kSlices; ++i) {
-    FEEDLINE_RETURN_IF_ERROR(f.Read(last * i / (kSlices - 1), kSlice, buf.data()));
-    crc = core::Crc32cExtend(crc, buf.data(), kSlice);
+  std::vector<uint8_t> buf;
+  for (const auto& [offset, n] : tokens::detail::FlatDigestRanges(f.size())) {
+    buf.resize(n);
+    FEEDLINE_RETURN_IF_ERROR(f.Read(offset, n, buf.data()));
+    crc = core::Crc32cExtend(crc, buf.data(), n);
   }
   return crc;
 }
@@ -184,11 +171,7 @@ class RemoteFlatTokenFile final : public TokenSource {
 
   // The local reader's, so the same corpus in a bucket resumes a local state.
   uint64_t Fingerprint() const override {
-    std::string s = "flat:" + BaseName(path_) + ":" + std::string(TokenDTypeName(dtype_)) + ":";
-    core::detail::PutFixed64(&s, num_tokens_);
-    core::detail::PutFixed64(&s, eos_ ? static_cast<uint64_t>(*eos_) : ~uint64_t{0});
-    core::detail::PutFixed64(&s, digest_);
-    return core::detail::Fnv1a64(s.data(), s.size());
+    return tokens::detail::FlatFingerprint(path_, dtype_, num_tokens_, eos_, digest_);
   }
 
  private:
@@ -204,30 +187,9 @@ class RemoteFlatTokenFile final : public TokenSource {
 
 Result<std::shared_ptr<const TokenSource>> OpenRemoteFlatTokenFile(
     const std::string& url, const TokenSourceOptions& options, const HttpOptions& http) {
-  if (options.eos_token && *options.eos_token < 0) {
-    return InvalidArgumentError("token file '" + url + "': eos_token " +
-                                std::to_string(*options.eos_token) + " is not a token id (>= 0)");
-  }
-  const TokenDType d = options.flat_dtype;
-  const bool is_signed = d == TokenDType::kInt8 || d == TokenDType::kInt16 ||
-                         d == TokenDType::kInt32 || d == TokenDType::kInt64;
-  const int bits = static_cast<int>(8 * TokenDTypeSize(d)) - (is_signed ? 1 : 0);
-  const uint64_t max_id = bits >= 64 ? ~uint64_t{0} >> 1 : (uint64_t{1} << bits) - 1;
-  if (options.eos_token && static_cast<uint64_t>(*options.eos_token) > max_id) {
-    return InvalidArgumentError("token file '" + url + "': eos_token " +
-                                std::to_string(*options.eos_token) + " does not fit its dtype " +
-                                std::string(TokenDTypeName(d)) + " (at most " +
-                                std::to_string(max_id) + ")");
-  }
+  FEEDLINE_RETURN_IF_ERROR(tokens::detail::CheckFlatOptions(url, options));
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenFile(url, http));
-  const size_t item = TokenDTypeSize(options.flat_dtype);
-  if (file->size() % item != 0) {
-    return DataLossError("token file '" + url + "': size " + std::to_string(file->size()) +
-                         " bytes is not a multiple of the " +
-                         std::string(TokenDTypeName(options.flat_dtype)) + " token size (" +
-                         std::to_string(item) + " bytes)");
-  }
-  if (file->size() == 0) return InvalidArgumentError("token file '" + url + "' is empty (0 bytes)");
+  FEEDLINE_RETURN_IF_ERROR(tokens::detail::CheckFlatSize(url, file->size(), options.flat_dtype));
   FEEDLINE_ASSIGN_OR_RETURN(uint32_t digest, RemoteDigest(*file));
   return std::shared_ptr<const TokenSource>(std::make_shared<RemoteFlatTokenFile>(
       std::move(file), options.flat_dtype, options.eos_token, digest));

@@ -5,7 +5,10 @@
 
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "feedline/status.h"
 #include "feedline/tokens.h"
@@ -22,6 +25,22 @@ Status WidenTokens(TokenDType dtype, const uint8_t* p, uint64_t n, int64_t* out,
 
 // The id at token offset t of a mapped file (no range check).
 int64_t LoadToken(TokenDType dtype, const uint8_t* base, uint64_t t);
+
+// What a flat (nanoGPT) file reader checks and how it names the file, for
+// the local reader (token_source.cc) and the remote one (pipelines/
+// remote_tokens.cc) alike. The options: eos_token a token id that fits
+// the dtype (InvalidArgument).
+Status CheckFlatOptions(const std::string& path, const TokenSourceOptions& options);
+// Its size: a non-zero multiple of the dtype (DataLoss / InvalidArgument).
+Status CheckFlatSize(const std::string& path, uint64_t size, TokenDType dtype);
+// The byte ranges (offset, length) the sampled digest covers, in order:
+// 16 slices of 4 KiB spread over the file, first and last included, or the
+// whole of a small file. The digest is the CRC32C over them.
+std::vector<std::pair<uint64_t, uint64_t>> FlatDigestRanges(uint64_t size);
+// The fingerprint of a flat file: its base name, dtype, token count, eos
+// and digest (so a copy elsewhere, local or remote, fingerprints alike).
+uint64_t FlatFingerprint(const std::string& path, TokenDType dtype, uint64_t num_tokens,
+                         std::optional<int64_t> eos, uint32_t digest);
 
 }  // namespace feedline::tokens::detail
 

@@ -102,33 +102,86 @@ int64_t LoadToken(TokenDType dtype, const uint8_t* base, uint64_t t) {
   return v;
 }
 
-}  // namespace tokens::detail
-
 namespace {
 
-using tokens::detail::MappedFile;
+// The largest id a token of `dtype` can hold.
+int64_t MaxTokenId(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUInt8: return std::numeric_limits<uint8_t>::max();
+    case TokenDType::kInt8: return std::numeric_limits<int8_t>::max();
+    case TokenDType::kInt16: return std::numeric_limits<int16_t>::max();
+    case TokenDType::kUInt16: return std::numeric_limits<uint16_t>::max();
+    case TokenDType::kInt32: return std::numeric_limits<int32_t>::max();
+    case TokenDType::kUInt32: return std::numeric_limits<uint32_t>::max();
+    case TokenDType::kInt64: return std::numeric_limits<int64_t>::max();
+  }
+  return 0;
+}
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// CRC32C of kDigestSlices slices of kDigestSliceBytes spread evenly over
-// the file, the first and the last included (the whole file when it is
-// smaller): 64 KiB read at open, whatever the corpus size. A corpus
-// regenerated under the same name and size (another tokenizer, another
-// shuffle, another seed) differs in them; an edit of a few tokens between
-// the slices does not show.
-constexpr uint64_t kDigestSlices = 16;
-constexpr uint64_t kDigestSliceBytes = 4096;
+}  // namespace
+
+Status CheckFlatOptions(const std::string& path, const TokenSourceOptions& options) {
+  if (options.eos_token && *options.eos_token < 0) {
+    return InvalidArgumentError("token file '" + path + "': eos_token " +
+                                std::to_string(*options.eos_token) + " is not a token id (>= 0)");
+  }
+  if (options.eos_token && *options.eos_token > MaxTokenId(options.flat_dtype)) {
+    // No token could equal it: the whole file would be one document.
+    return InvalidArgumentError("token file '" + path + "': eos_token " +
+                                std::to_string(*options.eos_token) + " does not fit its dtype " +
+                                std::string(TokenDTypeName(options.flat_dtype)) + " (at most " +
+                                std::to_string(MaxTokenId(options.flat_dtype)) + ")");
+  }
+  return Status::OK();
+}
+
+Status CheckFlatSize(const std::string& path, uint64_t size, TokenDType dtype) {
+  const size_t item = TokenDTypeSize(dtype);
+  if (size % item != 0) {
+    return DataLossError("token file '" + path + "': size " + std::to_string(size) +
+                         " bytes is not a multiple of the " + std::string(TokenDTypeName(dtype)) +
+                         " token size (" + std::to_string(item) + " bytes)");
+  }
+  if (size == 0) return InvalidArgumentError("token file '" + path + "' is empty (0 bytes)");
+  return Status::OK();
+}
+
+// 64 KiB read at open, whatever the corpus size. A corpus regenerated under
+// the same name and size (another tokenizer, another shuffle, another seed)
+// differs in them; an edit of a few tokens between the slices does not show.
+std::vector<std::pair<uint64_t, uint64_t>> FlatDigestRanges(uint64_t size) {
+  constexpr uint64_t kSlices = 16, kSliceBytes = 4096;
+  if (size <= kSlices * kSliceBytes) return {{0, size}};
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  const uint64_t last = size - kSliceBytes;
+  for (uint64_t i = 0; i < kSlices; ++i) out.emplace_back(last * i / (kSlices - 1), kSliceBytes);
+  return out;
+}
+
+uint64_t FlatFingerprint(const std::string& path, TokenDType dtype, uint64_t num_tokens,
+                         std::optional<int64_t> eos, uint32_t digest) {
+  std::string s = "flat:" + BaseName(path) + ":" + std::string(TokenDTypeName(dtype)) + ":";
+  core::detail::PutFixed64(&s, num_tokens);
+  core::detail::PutFixed64(&s, eos ? static_cast<uint64_t>(*eos) : ~uint64_t{0});
+  core::detail::PutFixed64(&s, digest);
+  return core::detail::Fnv1a64(s.data(), s.size());
+}
+
+}  // namespace tokens::detail
+
+namespace {
+
+using tokens::detail::MappedFile;
 
 uint32_t SampledDigest(const uint8_t* data, uint64_t size) {
-  if (size <= kDigestSlices * kDigestSliceBytes) return core::Crc32c(data, size);
   uint32_t crc = 0;
-  const uint64_t last = size - kDigestSliceBytes;
-  for (uint64_t i = 0; i < kDigestSlices; ++i) {
-    crc = core::Crc32cExtend(crc, data + last * i / (kDigestSlices - 1), kDigestSliceBytes);
-  }
+  for (const auto& [offset, n] : tokens::detail::FlatDigestRanges(size))
+    crc = core::Crc32cExtend(crc, data + offset, n);
   return crc;
 }
 
@@ -176,11 +229,7 @@ class FlatTokenFile final : public TokenSource {
   const uint8_t* MappedIds() const override { return file_->data(); }
 
   uint64_t Fingerprint() const override {
-    std::string s = "flat:" + BaseName(path()) + ":" + std::string(TokenDTypeName(dtype_)) + ":";
-    core::detail::PutFixed64(&s, num_tokens_);
-    core::detail::PutFixed64(&s, eos_ ? static_cast<uint64_t>(*eos_) : ~uint64_t{0});
-    core::detail::PutFixed64(&s, digest_);
-    return core::detail::Fnv1a64(s.data(), s.size());
+    return tokens::detail::FlatFingerprint(path(), dtype_, num_tokens_, eos_, digest_);
   }
 
  private:
@@ -191,20 +240,6 @@ class FlatTokenFile final : public TokenSource {
   uint32_t digest_;  // SampledDigest of the file, for the fingerprint
 };
 
-// The largest id a token of `dtype` can hold.
-int64_t MaxTokenId(TokenDType dtype) {
-  switch (dtype) {
-    case TokenDType::kUInt8: return std::numeric_limits<uint8_t>::max();
-    case TokenDType::kInt8: return std::numeric_limits<int8_t>::max();
-    case TokenDType::kInt16: return std::numeric_limits<int16_t>::max();
-    case TokenDType::kUInt16: return std::numeric_limits<uint16_t>::max();
-    case TokenDType::kInt32: return std::numeric_limits<int32_t>::max();
-    case TokenDType::kUInt32: return std::numeric_limits<uint32_t>::max();
-    case TokenDType::kInt64: return std::numeric_limits<int64_t>::max();
-  }
-  return 0;
-}
-
 bool IsRegularFile(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -214,28 +249,9 @@ bool IsRegularFile(const std::string& path) {
 
 Result<std::shared_ptr<const TokenSource>> OpenFlatTokenFile(const std::string& path,
                                                              const TokenSourceOptions& options) {
-  if (options.eos_token && *options.eos_token < 0) {
-    return InvalidArgumentError("token file '" + path + "': eos_token " +
-                                std::to_string(*options.eos_token) + " is not a token id (>= 0)");
-  }
-  if (options.eos_token && *options.eos_token > MaxTokenId(options.flat_dtype)) {
-    // No token could equal it: the whole file would be one document.
-    return InvalidArgumentError("token file '" + path + "': eos_token " +
-                                std::to_string(*options.eos_token) + " does not fit its dtype " +
-                                std::string(TokenDTypeName(options.flat_dtype)) + " (at most " +
-                                std::to_string(MaxTokenId(options.flat_dtype)) + ")");
-  }
+  FEEDLINE_RETURN_IF_ERROR(tokens::detail::CheckFlatOptions(path, options));
   FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  const size_t item = TokenDTypeSize(options.flat_dtype);
-  if (file->size() % item != 0) {
-    return DataLossError("token file '" + path + "': size " + std::to_string(file->size()) +
-                         " bytes is not a multiple of the " +
-                         std::string(TokenDTypeName(options.flat_dtype)) + " token size (" +
-                         std::to_string(item) + " bytes)");
-  }
-  if (file->size() == 0) {
-    return InvalidArgumentError("token file '" + path + "' is empty (0 bytes)");
-  }
+  FEEDLINE_RETURN_IF_ERROR(tokens::detail::CheckFlatSize(path, file->size(), options.flat_dtype));
   return std::shared_ptr<const TokenSource>(
       std::make_shared<FlatTokenFile>(std::move(file), options.flat_dtype, options.eos_token));
 }
