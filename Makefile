@@ -36,9 +36,22 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt: | deps
+# Apache Arrow C++ and Parquet for the columnar sources (docs/columnar.md):
+# a pyarrow wheel's headers and libraries in a small venv of the cache
+# (~170 MB, no dependencies), which every build links and the Python tests
+# import to write their Parquet files (PYARROW_DIR's folder on sys.path).
+ARROW_PIP := --no-deps -r scripts/requirements-arrow.txt
+VENV_ARROW := $(shell $(ENVCACHE) path arrow --python $(HOST_PYTHON) -- $(ARROW_PIP))
+PYARROW_DIR = $(wildcard $(VENV_ARROW)/lib/python3*/site-packages/pyarrow)
+ARROW_FLAGS = -DFEEDLINE_WITH_ARROW=ON -DFEEDLINE_PYARROW_DIR=$(PYARROW_DIR)
+export FEEDLINE_PYARROW_DIR = $(PYARROW_DIR)
+
+$(VENV_ARROW)/.installed:
+	$(ENVCACHE) make arrow --python $(HOST_PYTHON) -- $(ARROW_PIP) >/dev/null
+
+$(BUILD)/CMakeCache.txt: | deps $(VENV_ARROW)/.installed
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) \
-	  -DPython_EXECUTABLE=$(PYTHON) $(CMAKE_FLAGS)
+	  -DPython_EXECUTABLE=$(PYTHON) $(ARROW_FLAGS) $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -108,8 +121,8 @@ BUILD_TORCH2 := build-torch2
 $(VENV_TORCH2)/.installed:
 	$(ENVCACHE) make torch2 --python $(HOST_PYTHON) -- $(TORCH2_PIP) >/dev/null
 
-$(BUILD_TORCH2)/CMakeCache.txt: | deps $(VENV_TORCH2)/.installed
-	cmake -S . -B $(BUILD_TORCH2) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) \
+$(BUILD_TORCH2)/CMakeCache.txt: | deps $(VENV_TORCH2)/.installed $(VENV_ARROW)/.installed
+	cmake -S . -B $(BUILD_TORCH2) -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_WERROR=$(WERROR) $(ARROW_FLAGS) \
 	  -DPython_EXECUTABLE=$(VENV_TORCH2)/bin/python -DFEEDLINE_BUILD_TESTS=OFF \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF $(CMAKE_FLAGS)
 
@@ -194,15 +207,15 @@ lint: $(VENV_LINT)/.installed
 
 # Sanitizer builds use clang: its TSan is the reference implementation and
 # -Wthread-safety checks our lock annotations in the same build.
-asan: deps
-	CXX=clang++ cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DFEEDLINE_SANITIZE=address \
+asan: deps $(VENV_ARROW)/.installed
+	CXX=clang++ cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DFEEDLINE_SANITIZE=address $(ARROW_FLAGS) \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-tsan: deps
-	CXX=clang++ cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=thread \
+tsan: deps $(VENV_ARROW)/.installed
+	CXX=clang++ cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=thread $(ARROW_FLAGS) \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -214,8 +227,8 @@ tsan: deps
 # clean run (scripts/tidy-cached.py: its key in $(FEEDLINE_CACHE)/tidy; a
 # finding is never cached); then every tracked C++ file must already be
 # clang-formatted (`make format` fixes them).
-lint-cc: deps
-	CXX=clang++ cmake -S . -B $(BUILD_TIDY) -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+lint-cc: deps $(VENV_ARROW)/.installed
+	CXX=clang++ cmake -S . -B $(BUILD_TIDY) -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON $(ARROW_FLAGS) \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF >/dev/null
 	$(HOST_PYTHON) scripts/tidy-cached.py $(BUILD_TIDY) --jobs $(JOBS)
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc')
@@ -228,8 +241,8 @@ FUZZ_SEED ?=
 BUILD_FUZZ := build-fuzz
 FUZZERS := sampler_state_fuzzer image_decode_fuzzer shard_reader_fuzzer manifest_fuzzer tar_dataset_fuzzer png_decode_fuzzer \
   megatron_index_fuzzer field_parts_fuzzer token_shard_fuzzer
-fuzz: deps
-	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address \
+fuzz: deps $(VENV_ARROW)/.installed
+	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=address $(ARROW_FLAGS) \
 	  -DFEEDLINE_BUILD_FUZZ=ON -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZERS)
 	@for f in $(FUZZERS); do \
@@ -246,7 +259,7 @@ fuzz: deps
 
 # Every cached environment CI uses, made where missing (.ci/run runs this
 # in the background beside make test); each one's own target makes it too.
-envs: $(VENV_TORCH2)/.installed $(VENV_LINT)/.installed $(VENV_S3)/.installed
+envs: $(VENV_TORCH2)/.installed $(VENV_LINT)/.installed $(VENV_S3)/.installed $(VENV_ARROW)/.installed
 	$(PEERS_PYTHON) bench/peers/envs.py --venvs-only
 
 format:

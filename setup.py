@@ -32,6 +32,11 @@ def cmake_args():
         args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
     except ImportError:
         pass
+    try:  # Arrow C++ from build-system.requires' pyarrow; without it, no Parquet sources (a clear error)
+        import pyarrow
+        args.append(f"-DFEEDLINE_PYARROW_DIR={os.path.dirname(pyarrow.__file__)}")
+    except ImportError:
+        pass
     return args
 
 

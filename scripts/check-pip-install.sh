@@ -37,8 +37,15 @@ for images, y in loader:
     assert torch.isfinite(images).all()
     labels += y.tolist()
 assert sorted(labels) == sorted(label for _, label in loader.samples), labels
-print(f"check-pip-install: ok: feedline from {where.parent}, torch {torch.__version__}, "
-      f"{len(labels)} images in {len(loader.classes)} classes")
+# The same images as Parquet: Arrow C++ found beside feedline (the pyarrow dependency).
+import pyarrow as pa, pyarrow.parquet as pq
+rows = [(p.read_bytes(), i) for i, c in enumerate(loader.classes) for p in sorted((pathlib.Path(data) / c).iterdir())]
+pq.write_table(pa.table({"image": [b for b, _ in rows], "label": [y for _, y in rows]}), f"{data}/train.parquet")
+pq_labels = [int(y) for _, ys in feedline.Loader(f"{data}/train.parquet", batch_size=8, num_threads=1,
+                                                 transform=feedline.transforms.imagenet_eval(224)) for y in ys]
+assert pq_labels == labels, (pq_labels, labels)
+print(f"check-pip-install: ok: feedline from {where.parent}, torch {torch.__version__}, pyarrow {pa.__version__}, "
+      f"{len(labels)} images in {len(loader.classes)} classes, from files and from Parquet")
 PY
 cd "$ROOT"
 [ "${KEEP_VENV:-0}" = 1 ] || rm -rf "$VENV"

@@ -2,10 +2,19 @@
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# pyarrow, for the tests that write Parquet and Arrow files: the package the
+# build linked Arrow C++ from (FEEDLINE_PYARROW_DIR, set by the Makefile), its
+# folder appended to sys.path so that the interpreter's own packages (numpy)
+# come first. The same libarrow is then loaded once, by both.
+_PYARROW_DIR = os.environ.get("FEEDLINE_PYARROW_DIR", "")
+if _PYARROW_DIR and os.path.isdir(_PYARROW_DIR) and os.path.dirname(_PYARROW_DIR) not in sys.path:
+    sys.path.append(os.path.dirname(_PYARROW_DIR))
 
 
 @pytest.fixture(scope="session")

@@ -225,6 +225,10 @@ FEEDLINE_EXPORT std::shared_ptr<const SampleOp> MakeOp(std::string name,
 
 struct FEEDLINE_EXPORT Pipeline {
   uint64_t num_samples = 0;
+  // The source's groups and window for a grouped shuffle (sampler.h,
+  // SamplerOptions::group_sizes); empty for sources read per sample.
+  std::vector<uint64_t> sample_groups;
+  uint64_t group_window = 1;
   std::vector<FieldSpec> fields;                     // outputs, in batch order
   std::vector<std::shared_ptr<const SampleOp>> ops;  // run in order on each sample
 };

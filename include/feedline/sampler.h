@@ -52,6 +52,18 @@ struct FEEDLINE_EXPORT SamplerOptions {
   // fills them from the pipeline's ops (SampleOp::DataFingerprint).
   uint64_t data_fingerprint = 0;
   uint64_t config_fingerprint = 0;
+  // Grouped shuffle (sources read a group of rows at a time: a Parquet row
+  // group). Sizes of consecutive id ranges [0, s0), [s0, s0+s1), ... adding
+  // up to num_samples; with shuffle, the epoch's global order is the groups
+  // in a random order, and within each window of group_window consecutive
+  // groups of it (the last may be smaller), their rows in a random order.
+  // Every id once per epoch, each group's rows within one window's span, so
+  // a reader holding about a window decodes each group once. Still a pure
+  // function of (seed, epoch): ranks, padding and elastic resume as above.
+  // Empty: a uniform permutation. The window is not saved in states: the
+  // source's op fingerprints it (SampleOp::ConfigFingerprint).
+  std::vector<uint64_t> group_sizes;
+  uint64_t group_window = 1;
 };
 
 // One rank's stream for one epoch.

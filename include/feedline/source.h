@@ -19,15 +19,22 @@
 namespace feedline {
 
 struct FEEDLINE_EXPORT Source {
-  enum class Kind { kShards, kTar, kImageFolder, kList };
+  enum class Kind { kShards, kTar, kImageFolder, kList, kColumnar };
   Kind kind = Kind::kImageFolder;
   std::shared_ptr<const SampleOp> read_op;  // fills bytes, label, location
   uint64_t num_samples = 0;
   std::vector<std::string> classes;           // empty when the source has none (tars)
   std::shared_ptr<const ImageFolder> folder;  // the listing, for kImageFolder only
+  // Read by groups (kColumnar): the sizes and window of a grouped shuffle
+  // (SamplerOptions::group_sizes), which the pipeline passes on.
+  std::vector<uint64_t> sample_groups;
+  uint64_t group_window = 1;
 };
 
-FEEDLINE_EXPORT const char* SourceKindName(Source::Kind kind);  // "shards", "tar", "folder", "list"
+FEEDLINE_EXPORT const char* SourceKindName(
+    Source::Kind kind);  // "shards", "tar", "folder", "list", "columnar"
+
+class ColumnarDataset;
 
 struct FEEDLINE_EXPORT SourceOptions {
   HttpOptions http;
@@ -45,6 +52,17 @@ struct FEEDLINE_EXPORT SourceOptions {
   // CSV/JSONL lists with parts: the columns that hold file paths
   // (list_dataset.h). Without parts a list is path,label[,key].
   std::vector<std::string> list_file_columns;
+  // Parquet / Arrow IPC (columnar.h): the columns to read (with parts: each
+  // field's parts; without: image and label, found by name when empty), and
+  // the grouped shuffle's window (0: from the cache). The cache is
+  // read_ahead_bytes when set (else 256 MiB) and its decoders
+  // read_ahead_threads' default (1 local, 4 remote) unless set.
+  std::vector<std::string> columns;
+  uint32_t shuffle_window = 0;
+  uint32_t columnar_threads = ~0u;
+  // A columnar dataset opened already (ColumnarDataset::FromArrowStream):
+  // read instead of `path`, which then only names it.
+  std::shared_ptr<const ColumnarDataset> columnar;
 };
 
 // Which kind of source `path` is, by the one rule every caller uses (the

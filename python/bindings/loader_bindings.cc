@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "feedline/columnar.h"
 #include "feedline/image.h"
 #include "feedline/image_folder.h"
 #include "feedline/loader.h"
@@ -237,6 +238,9 @@ class PyLoader {
               ? BuildPythonPipeline(source, spec, recipe, options, &python_stats_)
               : BuildPipeline(source, spec);
       FEEDLINE_RETURN_IF_ERROR(pipeline.status());
+      // A source read by groups shuffles by groups (sampler.h).
+      pipeline->sample_groups = source.sample_groups;
+      pipeline->group_window = source.group_window;
       return Loader::Create(std::move(*pipeline), options);
     }();
     loader_ = ValueOrThrow(std::move(loader));
@@ -710,6 +714,15 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("read_ahead_threads", &SourceOptions::read_ahead_threads)
       .def_readwrite("parts", &SourceOptions::parts)
       .def_readwrite("list_file_columns", &SourceOptions::list_file_columns)
+      .def_readwrite("columns", &SourceOptions::columns)
+      .def_readwrite("shuffle_window", &SourceOptions::shuffle_window)
+      .def_readwrite("columnar_threads", &SourceOptions::columnar_threads)
+      .def_property(
+          "columnar",
+          [](const SourceOptions& o) {
+            return std::const_pointer_cast<ColumnarDataset>(o.columnar);
+          },
+          [](SourceOptions& o, std::shared_ptr<ColumnarDataset> d) { o.columnar = std::move(d); })
       .def_property(
           "skip_hidden_dirs", [](const SourceOptions& o) { return o.folder.skip_hidden_dirs; },
           [](SourceOptions& o, bool v) { o.folder.skip_hidden_dirs = v; });

@@ -6,6 +6,7 @@
 namespace feedline::python {
 void RegisterLoader(pybind11::module_& m);
 void RegisterTokens(pybind11::module_& m);
+void RegisterColumnar(pybind11::module_& m);
 void RegisterPixelOps(pybind11::module_& m);
 }  // namespace feedline::python
 
@@ -15,4 +16,5 @@ PYBIND11_MODULE(_C, m) {
   feedline::python::RegisterPixelOps(m);
   feedline::python::RegisterLoader(m);
   feedline::python::RegisterTokens(m);
+  feedline::python::RegisterColumnar(m);
 }

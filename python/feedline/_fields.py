@@ -64,7 +64,7 @@ def _parse_op(name: str, text: str) -> Field:
     return Field(name, "op", parts, op, params)
 
 
-def parse(fields: Mapping[str, FieldValue]) -> List[Field]:
+def parse(fields: Mapping[str, FieldValue], columns: Optional[Mapping[str, Any]] = None) -> List[Field]:
     """{"image": "jpg;png", "label": "cls", "caption": "txt", "meta": "json"}
     -> fields in order. A value lists the sample parts (WebDataset member
     extensions) that may hold the field, first present wins, separated by
@@ -74,7 +74,12 @@ def parse(fields: Mapping[str, FieldValue]) -> List[Field]:
     registered C++ op (feedline.registered_ops(), feedline.load_ops()) is
     "op:<name>(<key>=<value>, ...):<parts>", e.g.
     "op:mask_fraction(threshold=128):seg.png"; parameters are strings to
-    the op (no ',' or ')' inside them), the parentheses may be left out."""
+    the op (no ',' or ')' inside them), the parentheses may be left out.
+
+    For a Parquet or Arrow source, `columns` maps each lower-cased column
+    name to (name, Arrow type, kind): parts are column names, and a field's
+    kind is its first column's (encoded bytes an image, a string text, an
+    integer a label, a list of numbers an ndarray) unless given."""
     if not isinstance(fields, Mapping) or not fields:
         raise ValueError(f"fields must be a non-empty dict {{name: parts}}, got {fields!r}")
     out: List[Field] = []
@@ -97,6 +102,18 @@ def parse(fields: Mapping[str, FieldValue]) -> List[Field]:
             raise ValueError(f"field {name!r}: expected parts such as 'jpg;png' or a list of them, got {value!r}")
         if not parts:
             raise ValueError(f"field {name!r}: no parts named in {value!r}")
+        if columns is not None:
+            present = [p for p in parts if p in columns]
+            if not present:
+                have = ", ".join(f"{c[0]} ({c[1]})" for c in columns.values())
+                raise ValueError(f"field {name!r}: no column named {' or '.join(repr(p) for p in parts)}; the data "
+                                 f"has {have}")
+            if kind is None:
+                col_name, col_type, kind = columns[present[0]]
+                if not kind:
+                    raise ValueError(f"field {name!r}: column {col_name!r} has type {col_type}, which no field kind "
+                                     f"reads (binary or {{bytes, path}}: image/bytes, string: text/json, integer: "
+                                     f"label, list of numbers: ndarray)")
         if kind is None:
             kind = _KIND_NAMES[_C.kind_of_part(parts[0])]
         out.append(Field(name, kind, parts))

@@ -25,7 +25,7 @@ from typing import (
 import numpy as np
 import torch
 
-from . import _C, _batch, _fields, _procworker, _pyops
+from . import _C, _batch, _columnar, _fields, _procworker, _pyops
 from . import transforms as _transforms
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 _STATE_VERSION = 1
 
-# What Loader accepts as a source: a path (str, bytes or os.PathLike) or an http(s):// URL.
-Source = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+# What Loader accepts as a source: a path (str, bytes or os.PathLike), an http(s):// or s3:// URL,
+# or a table read in place (a datasets.Dataset, a pyarrow Table: docs/columnar.md).
+Source = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", Any]
 # What Loader accepts as a device: None (host memory), "cuda", "cuda:1", an index or a torch.device.
 Device = Union[str, int, "torch.device", None]
 _LoaderT = TypeVar("_LoaderT", bound="Loader")
@@ -103,7 +104,10 @@ class Loader:
             a dataset directory made by `feedline pack` (has manifest.json),
             WebDataset tar shards (a .tar file or a directory of them;
             labels from .cls members), or the http(s):// URL of a packed
-            dataset (read with range requests).
+            dataset (read with range requests); Parquet or Arrow IPC files
+            (a .parquet/.arrow file, a folder or pattern of them, an s3://
+            prefix, a `save_to_disk` folder) or a datasets.Dataset / pyarrow
+            Table read in place, columns as fields (docs/columnar.md).
         batch_size: samples per batch on this rank.
         transform: from feedline.transforms (default imagenet_train(224)),
             or a torchvision Compose (v1 or v2) or one of its members,
@@ -135,6 +139,10 @@ class Loader:
         batch_map: fn(batch) -> anything, on each collated batch (the
             dict, or the (images, labels) pair), on a background thread
             feeding the loop through a queue of one batch.
+        shuffle_window: for Parquet/Arrow sources, rows are shuffled within
+            windows of this many row groups (the groups in a random order),
+            so each group is read once per epoch; None: as many as half
+            the cache (read_ahead_bytes, default 256 MiB) holds, up to 64.
         batch_transform: MixUp or CutMix (torchvision.transforms.v2's or
             feedline.transforms'), or a RandomChoice of them: run natively
             on each batch before it is handed out (before batch_map and the
@@ -231,7 +239,8 @@ class Loader:
                  map: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
                  batch_map: Optional[Callable[[Any], Any]] = None, batch_transform: Optional[Any] = None,
                  python_workers: int = 0, python_workers_start_method: Optional[str] = None,
-                 _raw_max_bytes: int = 0, _pipeline: Optional[_C.Pipeline] = None) -> None:
+                 shuffle_window: Optional[int] = None, _raw_max_bytes: int = 0,
+                 _pipeline: Optional[_C.Pipeline] = None) -> None:
         if rank is None or world_size is None:
             r, w = _distributed_rank_world()
             rank = r if rank is None else rank
@@ -279,13 +288,28 @@ class Loader:
         # A str, as torchvision holds it (bytes paths are decoded as
         # os.fsdecode does; "~" expanded as make_dataset does); the core
         # gets the file system's bytes back, so no name is lost.
-        self.source = os.path.expanduser(os.fsdecode(os.fspath(source)))
+        # A datasets.Dataset or an Arrow table is read in place (docs/columnar.md).
+        table = _columnar.table_of(source)
+        self.source = table[0] if table is not None else os.path.expanduser(os.fsdecode(os.fspath(source)))
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         if collate not in _fields.COLLATES:
             raise ValueError(f"collate must be one of {_fields.COLLATES}, got {collate!r}")
         self.collate = collate
         # Before any thread or file is opened: a refused argument costs nothing.
         self.fields: Optional[List[_fields.Field]] = None if fields is None else _fields.parse(fields)
+        http = _C.HttpOptions()
+        http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
+        http.max_attempts = 1 + int(http_retries)
+        if endpoint_url is not None:
+            http.s3.endpoint_url = str(endpoint_url)
+        if s3_anonymous:
+            http.s3.anonymous = True
+        columnar = table is not None or (self.fields is not None and _C.source_kind(self.source, http) == "columnar")
+        if columnar and self.fields is not None:
+            # Parts are columns; a field's kind is its column's (Arrow type).
+            assert fields is not None
+            self.fields = _fields.parse(fields, _columnar.column_kinds(self.source, http,
+                                                                       None if table is None else table[1]))
         # What a torchvision transform was translated into (None for a native one).
         self.transform_source: Optional[_transforms.Translation] = None
         field_transforms: Dict[str, Any] = {}
@@ -309,14 +333,12 @@ class Loader:
                 if self.transform_source is not None and self.transform_source.chain is not None:
                     field_chains = [(name, self.transform_source.chain) for name in field_transforms]
         src = _C.SourceOptions()
-        http = src.http
-        http.connect_timeout_ms = http.stall_timeout_ms = int(http_timeout * 1000)
-        http.max_attempts = 1 + int(http_retries)
-        if endpoint_url is not None:
-            http.s3.endpoint_url = str(endpoint_url)
-        if s3_anonymous:
-            http.s3.anonymous = True
         src.http = http
+        if shuffle_window is not None:
+            if int(shuffle_window) < 1:
+                raise ValueError(f"shuffle_window must be >= 1 row groups or None (from the cache), got "
+                                 f"{shuffle_window}")
+            src.shuffle_window = int(shuffle_window)
         if read_ahead_bytes is not None:
             src.read_ahead_bytes = int(read_ahead_bytes)
         src.read_ahead_threads = int(read_ahead_threads)
@@ -329,11 +351,19 @@ class Loader:
                                             for p in f.parts})
             spec.output = _C.SampleSpec.Output.FIELDS
             spec.fields = _fields.requests(self.fields, field_transforms)
+            src.columns = sorted({p for f in self.fields for p in f.parts})
         elif _raw_max_bytes > 0:
             spec.output = _C.SampleSpec.Output.RAW_BYTES
             spec.max_record_bytes = int(_raw_max_bytes)
         else:
             spec.transform = self.transform
+        if table is not None:
+            co = _C.ColumnarOptions()
+            co.parts, co.columns, co.http = src.parts, list(src.columns), http
+            if read_ahead_bytes is not None:
+                co.cache_bytes = int(read_ahead_bytes)
+            co.shuffle_window = src.shuffle_window
+            src.columnar = _columnar.from_table(table[0], table[1], co)
         recipe = _C.PyRecipe()
         if self.fields is not None:
             recipe.field_chains = field_chains

@@ -83,6 +83,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   so.rank = options.rank;
   so.world_size = options.world_size;
   so.drop_last = options.drop_last;
+  so.group_sizes = pipeline.sample_groups;
+  so.group_window = pipeline.group_window;
   {
     core::detail::Fingerprint data, config;
     bool any_data = false, any_config = false;

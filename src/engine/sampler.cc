@@ -61,6 +61,18 @@ Result<Sampler> Sampler::Create(const SamplerOptions& o) {
     return InvalidArgumentError("rank " + std::to_string(o.rank) +
                                 " is not in [0, world_size=" + std::to_string(o.world_size) + ")");
   }
+  if (!o.group_sizes.empty()) {
+    uint64_t sum = 0;
+    for (size_t g = 0; g < o.group_sizes.size(); ++g) {
+      if (o.group_sizes[g] == 0)
+        return InvalidArgumentError("group_sizes[" + std::to_string(g) + "] is 0");
+      sum += o.group_sizes[g];
+    }
+    if (sum != o.num_samples) {
+      return InvalidArgumentError("group_sizes add up to " + std::to_string(sum) +
+                                  ", num_samples is " + std::to_string(o.num_samples));
+    }
+  }
   return Sampler(o);
 }
 
@@ -80,6 +92,29 @@ Sampler::Sampler(const SamplerOptions& o) : options_(o) {
 std::vector<uint64_t> Sampler::GlobalOrder(uint64_t epoch) const {
   std::vector<uint64_t> order(options_.num_samples);
   std::iota(order.begin(), order.end(), uint64_t{0});
+  if (options_.shuffle && !options_.group_sizes.empty()) {
+    // Grouped: the groups in a random order, then the rows of each window of
+    // group_window consecutive groups (in that order) in a random order.
+    const std::vector<uint64_t>& sizes = options_.group_sizes;
+    std::vector<uint64_t> first(sizes.size());
+    for (size_t g = 1; g < sizes.size(); ++g) first[g] = first[g - 1] + sizes[g - 1];
+    std::vector<uint64_t> groups(sizes.size());
+    std::iota(groups.begin(), groups.end(), uint64_t{0});
+    SampleRng rng(EpochKey(options_.seed, epoch), kShuffleStreamId, kShuffleStreamOp);
+    for (uint64_t i = groups.size() - 1; i > 0; --i)
+      std::swap(groups[i], groups[rng.UniformInt(i + 1)]);
+    const uint64_t window = std::max<uint64_t>(1, options_.group_window);
+    size_t at = 0;
+    for (size_t w = 0; w < groups.size(); w += window) {
+      const size_t begin = at;
+      for (size_t g = w; g < std::min<size_t>(groups.size(), w + window); ++g) {
+        for (uint64_t k = 0; k < sizes[groups[g]]; ++k) order[at++] = first[groups[g]] + k;
+      }
+      for (size_t i = at - 1; i > begin; --i)
+        std::swap(order[i], order[begin + rng.UniformInt(i - begin + 1)]);
+    }
+    return order;
+  }
   if (options_.shuffle) {
     SampleRng rng(EpochKey(options_.seed, epoch), kShuffleStreamId, kShuffleStreamOp);
     for (uint64_t i = order.size() - 1; i > 0; --i) {

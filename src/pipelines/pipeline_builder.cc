@@ -78,9 +78,9 @@ Status AppendFieldOps(const std::vector<FieldRequest>& requests, bool source_has
   return Status::OK();
 }
 
-Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
-  if (source.read_op == nullptr)
-    return InvalidArgumentError("BuildPipeline: the source has no read op");
+namespace {
+
+Result<Pipeline> OutputPipeline(const Source& source, const SampleSpec& spec) {
   switch (spec.output) {
     case SampleSpec::Output::kImage:
       return MakeImagePipeline(source.read_op, source.num_samples, spec.transform);
@@ -93,6 +93,18 @@ Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
   }
   return InvalidArgumentError("BuildPipeline: unknown output " +
                               std::to_string(static_cast<int>(spec.output)));
+}
+
+}  // namespace
+
+Result<Pipeline> BuildPipeline(const Source& source, const SampleSpec& spec) {
+  if (source.read_op == nullptr)
+    return InvalidArgumentError("BuildPipeline: the source has no read op");
+  FEEDLINE_ASSIGN_OR_RETURN(Pipeline p, OutputPipeline(source, spec));
+  // A source read by groups shuffles by groups (sampler.h).
+  p.sample_groups = source.sample_groups;
+  p.group_window = source.group_window;
+  return p;
 }
 
 Pipeline ImageFolderPipeline(std::shared_ptr<const ImageFolder> folder,

@@ -270,5 +270,76 @@ TEST(SamplerStateTest, ElasticRestoreKeepsGlobalBatchAcrossWorldSizes) {
   EXPECT_NE(bad.status().message().find("global batch"), std::string::npos);
 }
 
+// Grouped shuffle (SamplerOptions::group_sizes): a permutation whose
+// groups each lie inside one window of `group_window` groups.
+TEST(SamplerGroupedTest, GroupsStayInsideTheirWindowAndEveryIdComesOnce) {
+  SamplerOptions o;
+  o.num_samples = 0;
+  o.group_sizes = {5, 1, 9, 5, 5, 3, 12, 5, 4};
+  for (uint64_t s : o.group_sizes) o.num_samples += s;
+  o.batch_size = 4;
+  o.shuffle = true;
+  o.seed = 3;
+  std::vector<uint64_t> first(o.group_sizes.size());
+  for (size_t g = 1; g < first.size(); ++g) first[g] = first[g - 1] + o.group_sizes[g - 1];
+  auto group_of = [&](uint64_t id) {
+    return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), id) - first.begin() -
+                               1);
+  };
+  for (uint64_t window : {1u, 2u, 4u, 100u}) {
+    o.group_window = window;
+    Result<Sampler> s = Sampler::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const std::vector<uint64_t> order = s->GlobalOrder(5);
+    std::vector<uint64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (uint64_t i = 0; i < o.num_samples; ++i) ASSERT_EQ(sorted[i], i);
+    // Cut the order into the windows' spans: each span holds whole groups, at most `window` of
+    // them.
+    std::set<size_t> seen_groups, open;
+    size_t pos = 0;
+    while (pos < order.size()) {
+      std::set<size_t> groups;
+      uint64_t rows = 0, span = 0;
+      do {
+        const size_t g = group_of(order[pos + span]);
+        if (groups.insert(g).second) rows += o.group_sizes[g];
+        ++span;
+      } while (span < rows);
+      EXPECT_EQ(span, rows);
+      EXPECT_LE(groups.size(), window);
+      for (size_t g : groups)
+        EXPECT_TRUE(seen_groups.insert(g).second) << "group " << g << " in two windows";
+      pos += span;
+    }
+    EXPECT_EQ(seen_groups.size(), o.group_sizes.size());
+    EXPECT_EQ(s->GlobalOrder(5), order);  // a pure function of (seed, epoch)
+    EXPECT_NE(s->GlobalOrder(6), order);
+  }
+  // Window 1 in order of the groups: each group's rows are consecutive.
+  o.group_window = 1;
+  const std::vector<uint64_t> one = Sampler::Create(o)->GlobalOrder(0);
+  for (size_t p = 1; p < one.size(); ++p) {
+    if (group_of(one[p]) != group_of(one[p - 1])) {
+      for (size_t q = 0; q < p; ++q) EXPECT_NE(group_of(one[q]), group_of(one[p])) << "group split";
+    }
+  }
+}
+
+TEST(SamplerGroupedTest, RefusesGroupsThatDoNotCoverTheDataset) {
+  SamplerOptions o;
+  o.num_samples = 10;
+  o.shuffle = true;
+  o.group_sizes = {4, 5};
+  Result<Sampler> short_groups = Sampler::Create(o);
+  ASSERT_FALSE(short_groups.ok());
+  EXPECT_NE(short_groups.status().message().find("add up to 9, num_samples is 10"),
+            std::string::npos);
+  o.group_sizes = {4, 0, 6};
+  Result<Sampler> empty = Sampler::Create(o);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("group_sizes[1] is 0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace feedline

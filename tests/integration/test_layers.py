@@ -24,7 +24,7 @@ LAYER_OF_HEADER = {
     "metrics.h": "engine", "raw_ops.h": "engine",
     "image.h": "image",
     "file.h": "io", "shard.h": "io", "shard_format.h": "io", "dataset.h": "io", "image_folder.h": "io",
-    "webdataset.h": "io", "source.h": "io", "list_dataset.h": "io", "object_store.h": "io",
+    "webdataset.h": "io", "source.h": "io", "list_dataset.h": "io", "object_store.h": "io", "columnar.h": "io",
     "tokens.h": "tokens", "token_loader.h": "tokens",
     "pipeline_builder.h": "pipelines", "op_registry.h": "pipelines",
 }
