@@ -177,6 +177,9 @@ bench: build torch2-build $(VENV_S3)/.installed $(VENV_S3PEERS)/.installed
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
 	  FEEDLINE_S3_VENV=$(VENV_S3) FEEDLINE_S3PEERS=$(VENV_S3PEERS) \
 	  $(VENV_TORCH2)/bin/python bench/e2e/s3_bench.py --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
+# Parquet (issue 36): a Hub-layout image set as 8 shards, feedline vs datasets + DataLoader and vs the same files.
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	  $(VENV_TORCH2)/bin/python bench/e2e/columnar_bench.py --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS)
 	@echo; echo "=== all benchmarks (bench/results/summary.md) ==="
 	$(PYTHON) bench/summary.py
 

@@ -3,9 +3,9 @@
 Into a fresh virtual environment, dependencies from PyPI (README):
     python3 -m venv VENV
     VENV/bin/pip install .
-Offline, with Debian's torch and numpy:
+Offline, with Debian's torch and numpy (no pyarrow: Parquet sources left out):
     /usr/bin/python3 -m venv --system-site-packages VENV
-    VENV/bin/pip install --no-build-isolation --no-index .
+    VENV/bin/pip install --no-build-isolation --no-index --no-deps .
 Either way the C++ libraries come from Debian (scripts/install-deps.sh) and
 CMake >= 3.25 from PATH. FEEDLINE_CMAKE_BUILD_DIR=build reuses an already
 configured build directory (only the extension target is built there).

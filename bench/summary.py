@@ -1,6 +1,6 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3}.json (or their
+bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3,columnar}.json (or their
 -quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
@@ -171,6 +171,17 @@ def augment_rows(rows, d):
             "target >= 5x")
 
 
+def columnar_rows(rows, d):
+    r = d["results"]
+    ours = r.get("feedline/parquet") or {}
+    for peer, label, note in (("datasets/parquet", "Parquet images, feedline vs datasets + DataLoader", "target >= 5x"),
+                              ("feedline/files", "Parquet images vs the same JPEG files (feedline)", "target >= 0.95")):
+        other = r.get(peer) or {}
+        a, b = ours.get("samples_per_s"), other.get("samples_per_s")
+        row(rows, label, a, b, a / b if a and b else None, f"{ours['min']:.0f}-{ours['max']:.0f}" if a else "",
+            "images/s", note)
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -186,7 +197,8 @@ def main():
     rows, meta = [], {}
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
                      ("engine", engine_rows), ("peers", peers_rows),
-                     ("tokens", tokens_rows), ("augment", augment_rows), ("s3", s3_rows)):
+                     ("tokens", tokens_rows), ("augment", augment_rows), ("s3", s3_rows),
+                     ("columnar", columnar_rows)):
         d = load(name, a.quick)
         if d is None:
             continue

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "feedline/columnar.h"
-#include "feedline/source.h"
 #include "python/bindings/errors.h"
 
 namespace feedline::python {
@@ -30,15 +29,6 @@ std::vector<std::tuple<std::string, std::string, std::string>> Columns(
 
 void RegisterColumnar(py::module_& m) {
   m.def("columnar_supported", &ColumnarSupported);
-  // What OpenSource would open `path` as ("shards", "tar", "folder", "list",
-  // "columnar"); an s3:// prefix costs one listing.
-  m.def(
-      "source_kind",
-      [](const std::string& path, const HttpOptions& http) {
-        py::gil_scoped_release release;
-        return std::string(SourceKindName(DetectSourceKind(path, http)));
-      },
-      py::arg("path"), py::arg("http") = HttpOptions());
   m.def("columnar_library", &ColumnarLibraryVersion);
 
   py::class_<ColumnarOptions>(m, "ColumnarOptions")

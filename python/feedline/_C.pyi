@@ -335,7 +335,6 @@ class ColumnarDataset:
 
 def columnar_supported() -> bool: ...
 def columnar_library() -> str: ...
-def source_kind(path: str, http: HttpOptions = ...) -> str: ...
 def columnar_files(path: str, http: HttpOptions = ...) -> List[str]: ...
 def columnar_open(files: List[str], options: ColumnarOptions = ...) -> ColumnarDataset: ...
 def columnar_from_stream(capsule: Any, name: str, options: ColumnarOptions = ...) -> ColumnarDataset: ...
@@ -467,15 +466,15 @@ class Loader:  # one engine loader over any source OpenSource knows, or a recipe
     @property
     def classes(self) -> List[str]: ...  # os.fsdecode()'d names
     @property
-    def source_kind(self) -> str: ...  # "shards", "tar", "folder", "list" as opened; "" for a pipeline
+    def source_kind(self) -> str: ...  # "shards", "tar", "folder", "list", "columnar" as opened; "" for a pipeline
     @property
     def samples(self) -> Optional[List[Tuple[str, int]]]: ...  # None unless an image folder
 
 def available_cores() -> int:
     """Cores this process may use (affinity mask and cgroup quota), as the engine counts them."""
 
-def source_kind(path: bytes | str) -> str:
-    """'shards', 'tar' or 'folder': the engine's one rule for a path."""
+def source_kind(path: bytes | str, http: HttpOptions = ...) -> str:
+    """'shards', 'tar', 'folder', 'list' or 'columnar': the engine's one rule for a path."""
 
 class TokenCorpus:  # token sources concatenated in order (tokens.h)
     @property

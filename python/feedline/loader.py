@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 
 _STATE_VERSION = 1
 
-# What Loader accepts as a source: a path (str, bytes or os.PathLike), an http(s):// or s3:// URL,
-# or a table read in place (a datasets.Dataset, a pyarrow Table: docs/columnar.md).
-Source = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", Any]
+# What Loader accepts as a source: a path (str, bytes or os.PathLike), an http(s):// or s3:// URL;
+# Loader also takes a table read in place (TableSource: a datasets.Dataset, a pyarrow Table: docs/columnar.md).
+Source = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+TableSource = Any
 # What Loader accepts as a device: None (host memory), "cuda", "cuda:1", an index or a torch.device.
 Device = Union[str, int, "torch.device", None]
 _LoaderT = TypeVar("_LoaderT", bound="Loader")
@@ -226,7 +227,7 @@ class Loader:
     backpressure, within prefetch_batches).
     """
 
-    def __init__(self, source: Source, batch_size: int = 256, transform: Optional[Any] = None,
+    def __init__(self, source: Union[Source, TableSource], batch_size: int = 256, transform: Optional[Any] = None,
                  shuffle: bool = False, seed: int = 0, drop_last: bool = False,
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
                  ram_budget: Optional[int] = None, max_errors: int = 0, timeout: float = 0.0,

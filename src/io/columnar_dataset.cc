@@ -19,7 +19,7 @@
 #include <arrow/util/config.h>
 #include <arrow/util/future.h>
 #include <arrow/util/key_value_metadata.h>
-#include <glob.h>
+#include <fnmatch.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
@@ -621,6 +621,8 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
         *out = static_cast<const arrow::BooleanArray&>(a).Value(i) ? 1 : 0;
         return Status();
       case arrow::Type::INT8:
+        // A number, not a character: its sign is meant.
+        // NOLINTNEXTLINE(bugprone-signed-char-misuse)
         *out = static_cast<const arrow::Int8Array&>(a).Value(i);
         return Status();
       case arrow::Type::UINT8:
@@ -1254,7 +1256,7 @@ class PinState final : public OpState {
 class ColumnarReadOp final : public SampleOp {
  public:
   explicit ColumnarReadOp(std::shared_ptr<const ColumnarDatasetImpl> ds)
-      : ds_(ds), cache_(std::make_unique<GroupCache>(ds)) {}
+      : ds_(std::move(ds)), cache_(std::make_unique<GroupCache>(ds_)) {}
   std::string_view name() const override { return "read"; }
   std::unique_ptr<OpState> NewState() const override { return std::make_unique<PinState>(); }
   Status Apply(Sample& sample, OpState* state) const override {
@@ -1327,19 +1329,25 @@ Result<std::vector<std::string>> ColumnarDataset::ListFiles(const std::string& p
     const size_t slash = prefix.find('/', 5);
     const std::string bucket_url = prefix.substr(0, slash + 1);
     std::vector<std::string> names;
+    names.reserve(objects.size());
     for (const ObjectInfo& o : objects) names.push_back(bucket_url + o.key);
     return pick(std::move(names));
   }
   if (IsUrl(path)) return std::vector<std::string>{path};
   const std::string last = BaseName(path);
   if (last.find_first_of("*?[") != std::string::npos) {
-    glob_t g{};
-    const int rc = glob(path.c_str(), 0, nullptr, &g);
+    // The last component is the pattern (fnmatch(3): *, ?, [...]; a leading
+    // '.' only matched by a '.'), in the folder before it.
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
     std::vector<std::string> names;
-    if (rc == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) names.emplace_back(g.gl_pathv[i]);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir.empty() ? "/" : dir, ec)) {
+      const std::string leaf = e.path().filename().string();
+      if (fnmatch(last.c_str(), leaf.c_str(), FNM_PERIOD) == 0 && e.is_regular_file(ec)) {
+        names.push_back(slash == std::string::npos ? leaf : dir + "/" + leaf);
+      }
     }
-    globfree(&g);
     if (names.empty()) return NotFoundError("no file matches '" + path + "'");
     std::sort(names.begin(), names.end());
     return names;
@@ -1370,7 +1378,7 @@ Result<std::shared_ptr<const ColumnarDataset>> ColumnarDataset::FromArrowStream(
 }
 
 std::shared_ptr<const SampleOp> MakeColumnarReadOp(std::shared_ptr<const ColumnarDataset> dataset) {
-  auto impl = std::dynamic_pointer_cast<const ColumnarDatasetImpl>(dataset);
+  auto impl = std::dynamic_pointer_cast<const ColumnarDatasetImpl>(std::move(dataset));
   return std::make_shared<ColumnarReadOp>(std::move(impl));
 }
 

@@ -6,7 +6,6 @@ resumes exactly, ranks disjoint, a datasets-style save_to_disk folder and an
 in-memory table read in place, a bucket copy through a real S3 server, and
 bad input named by file, row group, row and column."""
 import json
-import os
 import pathlib
 
 import pytest

@@ -28,7 +28,7 @@ def is_feedline_loader(obj: Any) -> bool:
 
 def source_kind(source: Union[str, bytes, os.PathLike[str]]) -> str:
     """The doctor's name for a source's kind: "url", "packed", "tar",
-    "folder" or "list". The rule itself is the engine's (feedline._C.source_kind), so
+    "folder", "list" or "columnar". The rule itself is the engine's (feedline._C.source_kind), so
     the doctor and the loader never disagree about a path."""
     from .. import _C
     path = os.fsdecode(source)
