@@ -4,12 +4,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "feedline/columnar.h"
+#include "feedline/file.h"
 #include "python/bindings/errors.h"
 
 namespace feedline::python {
@@ -28,6 +30,35 @@ std::vector<std::tuple<std::string, std::string, std::string>> Columns(
 }  // namespace
 
 void RegisterColumnar(py::module_& m) {
+  // One file opened once (local, URL or s3:// object) for ranged reads from
+  // Python: pyarrow's Parquet reader over a bucket (feedline.pack_text),
+  // through our client, its retries and statistics.
+  py::class_<RandomAccessFile>(m, "OpenedFile")
+      .def(py::init([](const std::string& name, const HttpOptions& http) {
+             Result<std::unique_ptr<RandomAccessFile>> f = [&] {
+               py::gil_scoped_release release;
+               return OpenFile(name, http);
+             }();
+             return ValueOrThrow(std::move(f));
+           }),
+           py::arg("name"), py::arg("http") = HttpOptions())
+      .def_property_readonly("size", &RandomAccessFile::size)
+      .def_property_readonly("name", &RandomAccessFile::name)
+      .def(
+          "pread",
+          [](const RandomAccessFile& f, uint64_t offset, uint64_t n) {
+            const uint64_t len = offset >= f.size() ? 0 : std::min<uint64_t>(n, f.size() - offset);
+            std::string out(len, '\0');
+            Status st;
+            {
+              py::gil_scoped_release release;
+              if (len > 0) st = f.Read(offset, len, out.data());
+            }
+            ThrowIfError(st);
+            return py::bytes(out);
+          },
+          py::arg("offset"), py::arg("n"), "Up to n bytes at offset (fewer at the end).");
+
   m.def("columnar_supported", &ColumnarSupported);
   m.def("columnar_library", &ColumnarLibraryVersion);
 

@@ -15,7 +15,10 @@ checksums and its crash safety stay in C++ (one writer, one reader).
 
 IN: JSONL files, plain or compressed (.gz, .bz2, .xz; .zst with the zstandard
 package), Parquet files, or directories of them (their files in name order);
-documents are written file after file, in the order given.
+documents are written file after file, in the order given. Parquet may also be
+an s3:// object or prefix (its .parquet objects in key order: FineWeb's layout)
+or an http(s):// URL, read with ranged requests through feedline's client
+(the endpoint and credentials as for every s3:// name: docs/object_stores.md).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import bz2
 import concurrent.futures
 import gzip
 import hashlib
+import io
 import json
 import lzma
 import os
@@ -106,12 +110,48 @@ def _jsonl_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
             yield obj[field]
 
 
+def _is_remote(path: str) -> bool:
+    return path.startswith(("s3://", "http://", "https://"))
+
+
+class _RangedFile(io.RawIOBase):
+    """A remote object as a seekable binary file, each read one ranged request
+    through feedline's client (retries, timeouts, S3 signing): what pyarrow's
+    Parquet reader is given for s3:// and http(s):// inputs."""
+
+    def __init__(self, name: str) -> None:
+        from . import _C
+        self._f = _C.OpenedFile(name)
+        self._pos = 0
+        self.name = name
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._f.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        data = self._f.pread(self._pos, len(b))
+        b[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
 def _parquet_texts(path: str, field: str) -> Iterator[Union[str, BadRecord]]:
     try:
         import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as e:
         raise RuntimeError(f"{path}: reading Parquet needs pyarrow: pip install pyarrow ({e})") from None
-    f = pq.ParquetFile(path)
+    f = pq.ParquetFile(_RangedFile(path) if _is_remote(path) else path)
     if field not in f.schema_arrow.names:
         raise ValueError(f"{path}: no column {field!r} (columns: {', '.join(f.schema_arrow.names)})")
     row = 0
@@ -144,7 +184,18 @@ def input_files(inputs: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     files: List[str] = []
     for item in items:
         path = os.fsdecode(os.fspath(item))
-        if os.path.isdir(path):
+        if _is_remote(path):
+            if path.endswith(_PARQUET):
+                files.append(path)
+            elif path.startswith("s3://") and not _is_text_file(path.rsplit("/", 1)[-1]):
+                from . import _C
+                listed = _C.columnar_files(path)  # the prefix's .parquet objects, in key order
+                if not all(f.endswith(_PARQUET) for f in listed):
+                    raise ValueError(f"{path}: a prefix with no Parquet objects (JSONL is read from local disk)")
+                files.extend(listed)
+            else:
+                raise ValueError(f"{path}: remote inputs are Parquet (.parquet); JSONL is read from local disk")
+        elif os.path.isdir(path):
             names = sorted(n for n in os.listdir(path) if _is_text_file(n) and
                            os.path.isfile(os.path.join(path, n)))
             if not names:
@@ -258,7 +309,8 @@ def pack_text(input: Union[PathLike, Sequence[PathLike]], output: PathLike, toke
     vocab_size = max(tok.get_vocab_size(with_added_tokens=True), eos_id + 1)
     texts = _all_texts(files, field)  # input_files checked they exist: a missing one fails before OUT is made
     tokenizer_info = {"file": os.path.basename(tok_path), "sha256": hashlib.sha256(tok_bytes).hexdigest(),
-                      "eos_token": eos_id, "eos_token_text": eos_text, "add_special_tokens": False}
+                      "eos_token": eos_id, "eos_token_text": eos_text, "add_special_tokens": False,
+                      "library": f"tokenizers {getattr(tokenizers, '__version__', '?')}"}
     skipped: List[BadRecord] = []
     source_info: Dict[str, Any] = ({"file": os.path.basename(files[0]), "field": field} if len(files) == 1 else
                                    {"files": [os.path.basename(f) for f in files], "field": field})
@@ -361,7 +413,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "order (identical output for any thread count), crash-safe (manifest last).")
     p.add_argument("input", nargs="+",
                    help="JSONL files (one JSON object per line; .gz, .bz2, .xz, .zst compressed too), .parquet "
-                        "files, or directories of them (in name order); written in the order given")
+                        "files, or directories of them (in name order); Parquet also as s3:// objects or "
+                        "prefixes, or http(s):// URLs; written in the order given")
     p.add_argument("output", help="the dataset directory to write (must not hold a manifest.json), or an "
                                   "s3://bucket/prefix (staged locally, uploaded with the manifest last)")
     p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")

@@ -369,6 +369,41 @@ def test_pack_text_writes_token_shards_into_a_bucket(moto, tmp_path, monkeypatch
         feedline.pack_text(args[0], "s3://data/tokens", args[1], progress=False)
 
 
+def test_pack_text_reads_a_fineweb_style_parquet_prefix_in_a_bucket(moto, tmp_path, monkeypatch):
+    """Parquet documents under s3://data/fineweb/ (text, id, url columns; several files and row
+    groups) tokenised by pack_text through ranged reads: the same shards as from the local copy."""
+    tokenizers = pytest.importorskip("tokenizers")
+    pa = pytest.importorskip("pyarrow", reason="FEEDLINE_PYARROW_DIR (make test sets it) has no pyarrow")
+    import pyarrow.parquet as pq
+
+    import feedline
+    import feedline._C as C
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    docs = [f"page {i} of the web says {' '.join(['more'] * (i % 11))} end" for i in range(300)]
+    tok.train_from_iterator(docs, tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]", "<|endoftext|>"]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    local = tmp_path / "fineweb"
+    local.mkdir()
+    for i, lo in enumerate(range(0, 300, 120)):
+        part = docs[lo:lo + 120]
+        pq.write_table(pa.table({"text": part, "id": [f"<urn:{lo + k}>" for k in range(len(part))],
+                                 "url": [f"https://example.org/{lo + k}" for k in range(len(part))]}),
+                       local / f"{i:03d}_00000.parquet", row_group_size=50)
+    C.upload_directory(str(local), "s3://data/fineweb", "", http(moto.url))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
+    tok_path = tmp_path / "tokenizer.json"
+    a = feedline.pack_text(local, tmp_path / "from-disk", tok_path, shard_tokens=700, progress=False)
+    b = feedline.pack_text("s3://data/fineweb/", tmp_path / "from-bucket", tok_path, shard_tokens=700,
+                           progress=False)
+    assert a["documents"] == b["documents"] == 300 and a["tokens"] == b["tokens"]
+    assert b["tokenizer"]["library"].startswith("tokenizers ")
+    for p in sorted((tmp_path / "from-disk").glob("*.flt")):
+        assert (tmp_path / "from-bucket" / p.name).read_bytes() == p.read_bytes(), p.name
+    with pytest.raises(ValueError, match="JSONL is read from local disk"):
+        feedline.pack_text("s3://data/fineweb/000_00000.jsonl", tmp_path / "x", tok_path, progress=False)
+
+
 def test_a_nanogpt_token_file_in_a_bucket_loads_like_the_local_file_and_resumes_from_it(moto, tmp_path):
     import numpy as np
 
