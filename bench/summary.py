@@ -1,6 +1,6 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3,columnar}.json (or their
+bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3,columnar,pack_text}.json (or their
 -quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
@@ -182,6 +182,14 @@ def columnar_rows(rows, d):
             "images/s", note)
 
 
+def pack_text_rows(rows, d):
+    r = d["results"]
+    ours, peer = r.get("feedline/pack-text") or {}, r.get("datasets/map") or {}
+    a, b = ours.get("tokens_per_s"), peer.get("tokens_per_s")
+    row(rows, "Parquet text to tokens, pack-text vs datasets.map (same tokenizer)", a, b, a / b if a and b else None,
+        f"{ours['min']:.0f}-{ours['max']:.0f}" if a else "", "tokens/s", d["meta"].get("corpus", ""))
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -198,7 +206,7 @@ def main():
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
                      ("engine", engine_rows), ("peers", peers_rows),
                      ("tokens", tokens_rows), ("augment", augment_rows), ("s3", s3_rows),
-                     ("columnar", columnar_rows)):
+                     ("columnar", columnar_rows), ("pack_text", pack_text_rows)):
         d = load(name, a.quick)
         if d is None:
             continue

@@ -176,6 +176,9 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     bench_results.write("columnar", {"meta": meta, "results": table, "ratios": ratios}, text, quick=a.quick)
+    failed = [n for n, r in table.items() if r.get("error")]
+    if a.quick and failed:  # the CI smoke (make test-torch2): a configuration that rots fails it
+        sys.exit(f"{', '.join(failed)} failed: " + table[failed[0]]["error"][-2000:])
 
 
 if __name__ == "__main__":

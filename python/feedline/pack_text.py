@@ -317,14 +317,19 @@ def pack_text(input: Union[PathLike, Sequence[PathLike]], output: PathLike, toke
 
     import numpy as np
 
+    # encode_batch_fast (tokenizers >= 0.20): the same ids without the character offsets
+    # encode_batch computes (a quarter of its time), GIL released like it.
+    encode_batch = getattr(tok, "encode_batch_fast", tok.encode_batch)
+
     def encode(chunk: Sequence[str]) -> Tuple[Any, Any, int]:
-        encs = tok.encode_batch(list(chunk), add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) + 1 for e in encs), dtype=np.int64, count=len(encs))
+        encs = encode_batch(list(chunk), add_special_tokens=False)
+        per_doc = [e.ids for e in encs]  # each .ids builds a list: once
+        lengths = np.fromiter((len(x) + 1 for x in per_doc), dtype=np.int64, count=len(per_doc))
         ids = np.empty(int(lengths.sum()), dtype=np.int64)
         at = 0
-        for e in encs:
-            n = len(e.ids)
-            ids[at:at + n] = e.ids
+        for x in per_doc:
+            n = len(x)
+            ids[at:at + n] = x
             ids[at + n] = eos_id
             at += n + 1
         return ids, lengths, sum(len(t.encode("utf-8")) for t in chunk)
