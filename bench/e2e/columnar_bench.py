@@ -5,6 +5,10 @@ labels with ClassLabel metadata) read by
 - feedline/parquet: feedline.Loader(the shards' folder, transform=compose),
 - feedline/files: feedline.Loader(the same JPEGs as an ImageFolder), the
   target's reference (Parquet within 5% of it),
+- feedline/arrow-table: pyarrow.parquet.read_table(the shards) handed to
+  feedline.Loader as a table (the Arrow C stream, zero-copy): the library
+  choice measured, pyarrow reading everything up front vs the engine reading
+  row groups with Arrow C++ (docs/columnar.md, "Library"),
 - datasets/parquet: datasets.load_dataset("parquet", data_files=shards)
   .with_transform(compose over the decoded images), torch DataLoader with
   num_workers = cores (the Hugging Face way; target: feedline >= 5x),
@@ -40,7 +44,7 @@ from bench.common import workers  # noqa: E402
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NUM_CLASSES = 10
 SHARDS = 8
-CONFIGS = ("feedline/parquet", "feedline/files", "datasets/parquet")
+CONFIGS = ("feedline/parquet", "feedline/files", "feedline/arrow-table", "datasets/parquet")
 
 
 def compose():
@@ -84,7 +88,11 @@ def worker(a):
     t0 = time.perf_counter()
     if kind.startswith("feedline/"):
         import feedline
-        src = folder if kind == "feedline/files" else pathlib.Path(shards[0]).parent
+        if kind == "feedline/arrow-table":
+            import pyarrow.parquet as pq
+            src = pq.read_table(pathlib.Path(shards[0]).parent)
+        else:
+            src = folder if kind == "feedline/files" else pathlib.Path(shards[0]).parent
         ld = feedline.Loader(src, batch_size=a.batch, transform=t, shuffle=True, seed=1, drop_last=True,
                              num_threads=a.cores, strict=True)
         open_s = time.perf_counter() - t0
@@ -151,10 +159,11 @@ def main():
                        "first_batch_s": statistics.median(r["first_batch_s"] for r in ok),
                        "open_s": statistics.median(r["open_s"] for r in ok),
                        "failed_runs": len(rs) - len(ok), "runs": rs}
-    p, f, d = (table[c].get("samples_per_s") for c in CONFIGS)
+    p, f, t, d = (table[c].get("samples_per_s") for c in CONFIGS)
     ratios = {
         "feedline Parquet / feedline on the same JPEG files (target >= 0.95x)": p / f if p and f else None,
         "feedline Parquet / datasets + DataLoader (target >= 5x)": p / d if p and d else None,
+        "feedline Parquet (Arrow C++ in the engine) / a pyarrow table through the C stream": p / t if p and t else None,
     }
     first = next((r for rs in runs.values() for r in rs if "error" not in r), {})
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",

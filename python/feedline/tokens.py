@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _C
+from . import _C, _text_cache
 from .loader import Device, Loader, Source, _distributed_rank_world
 
 # One source or several, concatenated in order.
@@ -107,6 +107,14 @@ class TokenLoader(Loader):
             eod_mask_loss). False (default): that token is the label, as
             in nanoGPT. Best fit never labels across documents. It changes
             no sequence's place: a state resumes with either setting.
+        tokenizer: a Hugging Face tokenizer.json for sources that are text:
+            JSONL or Parquet files, folders of them, Parquet under an s3://
+            prefix (FineWeb's layout). Each is tokenised once by
+            feedline.pack_text (the end-of-document token appended,
+            document boundaries kept) into token shards in ``cache_dir``
+            (default ``~/.cache/feedline/tokens``), keyed by the tokenizer,
+            the field and each file's size and date (or ETag), and read
+            from there later. ``text_field``: the JSON field or column.
         endpoint_url, s3_anonymous: for sources that are s3:// objects
             (docs/object_stores.md): flat token files are read by ranged
             requests through a block cache instead of a memory map, with
@@ -129,7 +137,9 @@ class TokenLoader(Loader):
                  num_threads: Union[int, str] = "auto", prefetch_batches: Union[int, str] = "auto",
                  ram_budget: Optional[int] = None, elastic: bool = False, device: Device = None,
                  fields: Optional[Sequence[str]] = None, mask_cross_document_labels: bool = False,
-                 endpoint_url: Optional[str] = None, s3_anonymous: bool = False) -> None:
+                 endpoint_url: Optional[str] = None, s3_anonymous: bool = False,
+                 tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None, text_field: str = "text",
+                 cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
         wanted = TOKEN_FIELDS if fields is None else tuple(fields)
         unknown = [f for f in wanted if f not in TOKEN_FIELDS]
         if unknown or "input_ids" not in wanted or "labels" not in wanted:
@@ -167,6 +177,16 @@ class TokenLoader(Loader):
             if len(items) != len(weights):
                 raise ValueError(f"{len(items)} sources but {len(weights)} weights")
             groups = [_paths(item) for item in items]
+        # Text (JSONL, Parquet: FineWeb's layout) is tokenised once into the cache (_text_cache).
+        texts = [p for g in groups for p in g if _text_cache.is_text_source(p)]
+        if texts and tokenizer is None:
+            raise ValueError(f"{texts[0]} is text (JSONL or Parquet): pass tokenizer= (a tokenizer.json) to "
+                             f"tokenise it once into token shards (feedline.pack_text), or pack it yourself")
+        if tokenizer is not None:
+            if endpoint_url is not None:
+                os.environ.setdefault("AWS_ENDPOINT_URL", str(endpoint_url))
+            groups = [[_text_cache.packed(p, tokenizer, text_field, eos_token, cache_dir)
+                       if _text_cache.is_text_source(p, True) else p for p in g] for g in groups]
         self.weights: Optional[List[float]] = None if weights is None else [float(w) for w in weights]
         if self.weights is not None and (any(not w >= 0 for w in self.weights) or sum(self.weights) <= 0):
             raise ValueError(f"weights must be >= 0 with a positive sum, got {self.weights}")

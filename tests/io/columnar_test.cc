@@ -13,8 +13,10 @@
 #include <parquet/metadata.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -471,6 +473,30 @@ TEST_F(ColumnarTest, BadInputNamesItsPlace) {
             std::string::npos)
       << bad.ToString();
   EXPECT_TRUE((*nulls)->Read(12, s).ok());
+}
+
+// A footer that lies: the file cut in its data but the footer kept, so the
+// footer places the later row groups' chunks past the end of the file.
+TEST_F(ColumnarTest, FooterThatPlacesChunksPastTheEndIsRefusedByName) {
+  WriteParquet(HubTable({0, 2000}), Path("whole.parquet"), 100);
+  std::string bytes;
+  {
+    std::ifstream in(Path("whole.parquet"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  uint32_t footer_len = 0;
+  std::memcpy(&footer_len, bytes.data() + bytes.size() - 8, 4);
+  const size_t footer_at = bytes.size() - 8 - footer_len;
+  // PAR1, the first half of the data, then the whole footer, its length and PAR1.
+  const std::string lied = bytes.substr(0, footer_at / 2) + bytes.substr(footer_at);
+  std::ofstream(Path("lied.parquet"), std::ios::binary) << lied;
+  auto ds = ColumnarDataset::Open({Path("lied.parquet")}, {});
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kDataLoss) << ds.status().ToString();
+  const std::string m(ds.status().message());
+  EXPECT_NE(m.find("lied.parquet', row group "), std::string::npos) << m;
+  EXPECT_NE(m.find("the footer places it at bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("the file has " + std::to_string(lied.size())), std::string::npos) << m;
 }
 
 // A row group whose pages are damaged: its rows fail (each naming the

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 import feedline
 from feedline.pack_text import BadRecord
@@ -237,3 +238,37 @@ def test_a_truncated_compressed_input_is_an_error_naming_it(tmp_path, tokenizer_
     empty.mkdir()
     with pytest.raises(ValueError, match="a directory with no JSONL or Parquet files"):
         feedline.pack_text(empty, tmp_path / "o3", tokenizer_path, progress=False)
+
+
+def test_token_loader_tokenises_parquet_text_once_into_the_cache(tmp_path, tokenizer_path):
+    """TokenLoader(parquet, tokenizer=): the same sequences as packing first by hand; a second
+    loader reuses the cache entry; a changed file is a new entry; text without a tokenizer is
+    refused saying what to pass."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    docs = _documents(120)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    pq.write_table(pa.table({"text": docs[:70]}), corpus / "000.parquet", row_group_size=16)
+    pq.write_table(pa.table({"text": docs[70:]}), corpus / "001.parquet", row_group_size=16)
+    feedline.pack_text(corpus, tmp_path / "by-hand", tokenizer_path, progress=False)
+    cache = tmp_path / "cache"
+
+    def batches(src, **kw):
+        loader = feedline.TokenLoader(src, seq_len=16, batch_size=4, shuffle=True, seed=2, num_threads=1, **kw)
+        return [b["input_ids"].clone() for b in loader], loader  # clones: the ring buffers go back
+
+    ref, _ = batches(tmp_path / "by-hand")
+    got, loader = batches(corpus, tokenizer=tokenizer_path, cache_dir=cache)
+    assert len(got) == len(ref) > 3 and all(torch.equal(a, b) for a, b in zip(ref, got))
+    entries = sorted(p.name for p in cache.iterdir())
+    assert len(entries) == 1 and (cache / entries[0] / "cache-key.json").exists()
+    stamp = (cache / entries[0] / "manifest.json").stat().st_mtime_ns
+    again, _ = batches(corpus, tokenizer=tokenizer_path, cache_dir=cache)
+    assert all(torch.equal(a, b) for a, b in zip(ref, again))
+    assert (cache / entries[0] / "manifest.json").stat().st_mtime_ns == stamp  # not packed again
+    pq.write_table(pa.table({"text": docs[70:] + ["one more document"]}), corpus / "001.parquet")
+    batches(corpus, tokenizer=tokenizer_path, cache_dir=cache)
+    assert len(list(cache.iterdir())) == 2
+    with pytest.raises(ValueError, match="is text .* pass tokenizer="):
+        feedline.TokenLoader(corpus, seq_len=16, batch_size=4)
