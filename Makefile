@@ -221,14 +221,14 @@ asan: deps $(VENV_ARROW)/.installed
 	CXX=clang++ cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DFEEDLINE_SANITIZE=address $(ARROW_FLAGS) \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ARROW_DEFAULT_MEMORY_POOL=system \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 tsan: deps $(VENV_ARROW)/.installed
 	CXX=clang++ cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEEDLINE_SANITIZE=thread $(ARROW_FLAGS) \
 	  -DFEEDLINE_BUILD_BENCH=OFF -DFEEDLINE_BUILD_PYTHON=OFF -DFEEDLINE_BUILD_LIBTORCH_EXAMPLE=OFF -DFEEDLINE_WERROR=$(WERROR)
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
-	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ARROW_DEFAULT_MEMORY_POOL=system \
 	  ctest --output-on-failure -j $(JOBS)
 
 # clang-tidy reads the compile database of a clang configure (nothing is

@@ -12,6 +12,7 @@
 #include <arrow/io/file.h>
 #include <arrow/io/interfaces.h>
 #include <arrow/ipc/reader.h>
+#include <arrow/memory_pool.h>
 #include <arrow/record_batch.h>
 #include <arrow/table.h>
 #include <arrow/type.h>
@@ -71,6 +72,13 @@ bool IsIpcName(std::string_view name) {
   const std::string l = Lower(name);
   return EndsWith(l, ".arrow") || EndsWith(l, ".feather") || EndsWith(l, ".ipc");
 }
+
+// Every Arrow allocation of ours comes from the process's malloc, not the
+// wheel's bundled mimalloc/jemalloc: one allocator (and one set of arenas)
+// in the process, whose memory the RAM budget and the sanitizers see (a
+// buffer freed on one thread and reused on another is then ordered by
+// malloc's own synchronisation, which TSan intercepts).
+arrow::MemoryPool* Pool() { return arrow::system_memory_pool(); }
 
 // The error of the last failed read on this thread, so that an I/O error
 // that came back through Arrow keeps its code (Unavailable, NotFound, ...).
@@ -139,7 +147,7 @@ class ArrowFile final : public arrow::io::RandomAccessFile {
     const int64_t n =
         std::max<int64_t>(0, std::min(nbytes, size_ - std::max<int64_t>(position, 0)));
     ARROW_ASSIGN_OR_RAISE(std::unique_ptr<arrow::ResizableBuffer> buf,
-                          arrow::AllocateResizableBuffer(n));
+                          arrow::AllocateResizableBuffer(n, Pool()));
     ARROW_ASSIGN_OR_RAISE(const int64_t got, ReadAt(position, n, buf->mutable_data()));
     ARROW_RETURN_NOT_OK(buf->Resize(got));
     return std::shared_ptr<arrow::Buffer>(std::move(buf));
@@ -152,8 +160,31 @@ class ArrowFile final : public arrow::io::RandomAccessFile {
                                                           int64_t nbytes) override {
     return arrow::Future<std::shared_ptr<arrow::Buffer>>::MakeFinished(ReadAt(position, nbytes));
   }
+  arrow::Future<std::shared_ptr<arrow::Buffer>> ReadAsync(const arrow::io::IOContext&,
+                                                          int64_t position, int64_t nbytes,
+                                                          bool allow_short_read) override {
+    return arrow::Future<std::shared_ptr<arrow::Buffer>>::MakeFinished(
+        ReadAt(position, nbytes, allow_short_read));
+  }
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
+                                void* out) override {
+    ARROW_ASSIGN_OR_RAISE(const int64_t n, ReadAt(position, nbytes, out));
+    if (n < nbytes && !allow_short_read) return ShortRead(position, nbytes, n);
+    return n;
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes,
+                                                       bool allow_short_read) override {
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> b, ReadAt(position, nbytes));
+    if (b->size() < nbytes && !allow_short_read) return ShortRead(position, nbytes, b->size());
+    return b;
+  }
 
  private:
+  arrow::Status ShortRead(int64_t position, int64_t nbytes, int64_t got) const {
+    return arrow::Status::IOError("a read of ", nbytes, " bytes at ", position, " got ", got,
+                                  ": the file has ", size_, " bytes");
+  }
+
   std::unique_ptr<feedline::RandomAccessFile> file_;
   const int64_t size_;
   mutable std::mutex mu_;
@@ -432,14 +463,13 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     std::shared_ptr<arrow::RecordBatch> batch;
     if (f.parquet) {
       FEEDLINE_RETURN_IF_ERROR(Guard(where, [&]() -> Status {
-        parquet::ReaderProperties props;
+        parquet::ReaderProperties props(Pool());
         std::unique_ptr<parquet::ParquetFileReader> pr =
             parquet::ParquetFileReader::Open(f.file, props, f.metadata);
         parquet::ArrowReaderProperties aprops;
         aprops.set_use_threads(false);
         aprops.set_pre_buffer(true);  // the read columns' chunks coalesced into few reads
-        auto reader =
-            parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pr), aprops);
+        auto reader = parquet::arrow::FileReader::Make(Pool(), std::move(pr), aprops);
         if (!reader.ok()) return FromArrow(reader.status(), where);
         arrow::Result<std::shared_ptr<arrow::Table>> t =
             (*reader)->ReadRowGroup(ref.index, f.leaves);
@@ -722,12 +752,12 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     f->file = std::make_shared<ArrowFile>(std::move(file));
     const std::string where = "Parquet file '" + f->name + "'";
     return Guard(where, [&]() -> Status {
-      std::unique_ptr<parquet::ParquetFileReader> pr = parquet::ParquetFileReader::Open(f->file);
+      std::unique_ptr<parquet::ParquetFileReader> pr =
+          parquet::ParquetFileReader::Open(f->file, parquet::ReaderProperties(Pool()));
       f->metadata = pr->metadata();
       parquet::ArrowReaderProperties aprops;
       aprops.set_use_threads(false);
-      auto reader =
-          parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pr), aprops);
+      auto reader = parquet::arrow::FileReader::Make(Pool(), std::move(pr), aprops);
       if (!reader.ok()) return FromArrow(reader.status(), where);
       const arrow::Status st = (*reader)->GetSchema(schema);
       if (!st.ok()) return FromArrow(st, where);
@@ -754,7 +784,9 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     return Guard(where, [&]() -> Status {
       // The file format (footer, random access) first, else the stream format
       // (what datasets writes): its batches are found by reading it through.
-      auto fr = arrow::ipc::RecordBatchFileReader::Open(*mm);
+      arrow::ipc::IpcReadOptions ipc = arrow::ipc::IpcReadOptions::Defaults();
+      ipc.memory_pool = Pool();
+      auto fr = arrow::ipc::RecordBatchFileReader::Open(*mm, ipc);
       if (fr.ok()) {
         *schema = (*fr)->schema();
         for (int b = 0; b < (*fr)->num_record_batches(); ++b) {
@@ -766,7 +798,7 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
         return Status();
       }
       if (!(*mm)->Seek(0).ok()) return DataLossError(where + ": cannot seek");
-      auto sr = arrow::ipc::RecordBatchStreamReader::Open(*mm);
+      auto sr = arrow::ipc::RecordBatchStreamReader::Open(*mm, ipc);
       if (!sr.ok()) {
         return DataLossError(where + ": neither an Arrow IPC file nor stream (" +
                              fr.status().message() + "; " + sr.status().message() + ")");
