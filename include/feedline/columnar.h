@@ -135,9 +135,11 @@ class FEEDLINE_EXPORT ColumnarDataset {
 
   // Row `row`'s columns into `sample`: parts, or data and label (see
   // ColumnarOptions::parts), and its location (file, row in the file, key:
-  // a {bytes, path} struct's path when read, else "row N"). Reads the
-  // row's group unless it is cached. For tests and tools; a loader uses
-  // MakeColumnarReadOp.
+  // a {bytes, path} struct's path when read, else "row N"), the parts
+  // copied into the sample's scratch. Decodes the row's group unless it is
+  // the last one this thread read (rows in order: each group once; the
+  // thread keeps that group until its next Read of another). For tests and
+  // tools; a loader uses MakeColumnarReadOp.
   virtual Status Read(uint64_t row, Sample& sample) const = 0;
 };
 

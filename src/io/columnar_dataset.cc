@@ -434,8 +434,21 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     if (row >= num_rows_)
       return OutOfRangeError("row " + std::to_string(row) + " of " + std::to_string(num_rows_));
     const uint32_t g = GroupOf(row);
-    FEEDLINE_ASSIGN_OR_RETURN(std::shared_ptr<const Group> group, Load(g));
-    return Fill(row, g, *group, sample, /*copy=*/true);
+    // The last group this thread read, so that reading rows in order decodes
+    // each group once (by the dataset's id: an address may be reused).
+    struct Last {
+      uint64_t dataset = 0;
+      uint32_t group = 0;
+      std::shared_ptr<const Group> data;
+    };
+    thread_local Last last;
+    if (last.dataset != id_ || last.group != g || last.data == nullptr) {
+      last.data.reset();
+      FEEDLINE_ASSIGN_OR_RETURN(last.data, Load(g));
+      last.dataset = id_;
+      last.group = g;
+    }
+    return Fill(row, g, *last.data, sample, /*copy=*/true);
   }
 
   uint64_t cache_bytes() const {
@@ -627,6 +640,11 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
 
  private:
   ColumnarDatasetImpl() = default;
+
+  static uint64_t NextId() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
 
   static std::string_view BinaryView(const arrow::Array& a, int64_t i) {
     switch (a.type_id()) {
@@ -1083,6 +1101,7 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
   uint32_t window_ = 1;
   std::vector<std::string> classes_;
   uint64_t fingerprint_ = 0;
+  const uint64_t id_ = NextId();  // for Read's per-thread last group
 };
 
 // Decoded groups within a byte budget, and their read-ahead (BackgroundWork).
