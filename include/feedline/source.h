@@ -55,8 +55,8 @@ struct FEEDLINE_EXPORT SourceOptions {
   // Parquet / Arrow IPC (columnar.h): the columns to read (with parts: each
   // field's parts; without: image and label, found by name when empty), and
   // the grouped shuffle's window (0: from the cache). The cache is
-  // read_ahead_bytes when set (else 256 MiB) and its decoders
-  // read_ahead_threads' default (1 local, 4 remote) unless set.
+  // read_ahead_bytes when set (else 256 MiB); columnar_threads decode ahead
+  // (~0u: 1 for local files, 4 for remote ones; ColumnarOptions).
   std::vector<std::string> columns;
   uint32_t shuffle_window = 0;
   uint32_t columnar_threads = ~0u;
