@@ -1,0 +1,80 @@
+"""PyTorch Lightning with a feedline loader (docs/integrations.md,
+examples/lightning/train.py), the real framework on 2 gloo ranks launched as
+Lightning expects external processes (LOCAL_RANK, WORLD_SIZE, MASTER_*):
+the DataModule returns a feedline.Loader; a run checkpointed mid-epoch by
+Lightning's ModelCheckpoint and resumed from it in new processes trains on
+exactly the rows of an uninterrupted run, step for step and rank for rank;
+the ranks' rows are disjoint (sharded once, by feedline); the loss falls."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("lightning", reason="lightning is in the torch 2 venv (make test-torch2)")
+pa = pytest.importorskip("pyarrow", reason="FEEDLINE_PYARROW_DIR (make test sets it) has no pyarrow")
+import pyarrow.parquet as pq  # noqa: E402
+
+from loopback import free_port  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "lightning" / "train.py"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, gen_dataset):
+    """64 generated images in 4 classes as Parquet with an idx column (row groups of 8)."""
+    base = tmp_path_factory.mktemp("lightning")
+    folder = gen_dataset(base / "images", 64, 4)
+    classes = sorted(p.name for p in folder.iterdir())
+    rows = [(f.read_bytes(), i) for i, c in enumerate(classes) for f in sorted((folder / c).iterdir())]
+    table = pa.table({"image": [b for b, _ in rows], "label": [y for _, y in rows], "idx": list(range(len(rows)))})
+    pq.write_table(table, base / "train.parquet", row_group_size=8)
+    return base / "train.parquet"
+
+
+def _fit(data, out, record, max_steps, ckpt_every=0, resume=None):
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, LOCAL_RANK=str(rank), NODE_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+        cmd = [sys.executable, str(SCRIPT), "--data", str(data), "--devices", "2", "--max-steps", str(max_steps),
+               "--record", str(record), "--out", str(out), "--ckpt-every", str(ckpt_every)]
+        if resume:
+            cmd += ["--resume", str(resume)]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, o in zip(procs, outs):
+        assert p.returncode == 0, o[-4000:]
+
+
+def _steps(record, rank):
+    lines = pathlib.Path(f"{record}.rank{rank}").read_text().splitlines()
+    return {r["step"]: r for r in map(json.loads, lines)}
+
+
+def test_a_mid_epoch_checkpoint_resumes_on_exactly_the_rows_of_an_uninterrupted_run(data, tmp_path):
+    # 64 rows, 2 ranks x 8: 4 steps an epoch; 30 steps; the checkpoint at step 10 is mid-epoch.
+    _fit(data, tmp_path / "whole", tmp_path / "whole.jsonl", 30)
+    _fit(data, tmp_path / "part", tmp_path / "part.jsonl", 10, ckpt_every=10)
+    ckpts = sorted((tmp_path / "part").glob("*.ckpt"))
+    assert ckpts, "Lightning wrote no checkpoint"
+    _fit(data, tmp_path / "rest", tmp_path / "rest.jsonl", 30, resume=ckpts[-1])
+    for rank in (0, 1):
+        whole, part, rest = (_steps(tmp_path / f"{n}.jsonl", rank) for n in ("whole", "part", "rest"))
+        assert sorted(whole) == list(range(30))
+        assert sorted(part) == list(range(10)) and sorted(rest) == list(range(10, 30))
+        for s in range(30):
+            assert (part if s < 10 else rest)[s]["ids"] == whole[s]["ids"], (rank, s)
+    # Sharded once: at every step the two ranks' rows are disjoint; each epoch covers all 64 rows.
+    w0, w1 = _steps(tmp_path / "whole.jsonl", 0), _steps(tmp_path / "whole.jsonl", 1)
+    for s in range(30):
+        assert not set(w0[s]["ids"]) & set(w1[s]["ids"]), s
+    for e in range(7):
+        seen = [i for s in range(4 * e, 4 * e + 4) for i in w0[s]["ids"] + w1[s]["ids"]]
+        assert sorted(seen) == list(range(64)), e
+    losses = [w0[s]["loss"] for s in range(30)]
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
