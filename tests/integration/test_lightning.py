@@ -16,7 +16,6 @@ import pytest
 pytest.importorskip("lightning", reason="lightning is in the torch 2 venv (make test-torch2)")
 pa = pytest.importorskip("pyarrow", reason="FEEDLINE_PYARROW_DIR (make test sets it) has no pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
-
 from loopback import free_port  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
