@@ -34,20 +34,23 @@ def data(tmp_path_factory, gen_dataset):
     return base / "train.parquet"
 
 
-def _fit(data, out, record, max_steps, ckpt_every=0, resume=None):
+def _ranks(script, *args):
+    """`script` on 2 gloo ranks, launched as Lightning expects external processes."""
     port = free_port()
     procs = []
     for rank in (0, 1):
         env = dict(os.environ, LOCAL_RANK=str(rank), NODE_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
-        cmd = [sys.executable, str(SCRIPT), "--data", str(data), "--devices", "2", "--max-steps", str(max_steps),
-               "--record", str(record), "--out", str(out), "--ckpt-every", str(ckpt_every)]
-        if resume:
-            cmd += ["--resume", str(resume)]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(subprocess.Popen([sys.executable, str(script), "--devices", "2", *map(str, args)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=600)[0] for p in procs]
     for p, o in zip(procs, outs):
         assert p.returncode == 0, o[-4000:]
+
+
+def _fit(data, out, record, max_steps, ckpt_every=0, resume=None):
+    _ranks(SCRIPT, "--data", data, "--max-steps", max_steps, "--record", record, "--out", out,
+           "--ckpt-every", ckpt_every, *(["--resume", resume] if resume else []))
 
 
 def _steps(record, rank):
@@ -77,3 +80,20 @@ def test_a_mid_epoch_checkpoint_resumes_on_exactly_the_rows_of_an_uninterrupted_
         assert sorted(seen) == list(range(64)), e
     losses = [w0[s]["loss"] for s in range(30)]
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
+
+
+def test_fabric_saves_and_loads_the_loader_with_the_model(data, tmp_path):
+    """Fabric: the user's loop, fabric.save/load with the loader in the state."""
+    script = ROOT / "examples" / "lightning" / "fabric_train.py"
+    _ranks(script, "--data", data, "--steps", 30, "--record", tmp_path / "whole.jsonl")
+    ckpt = tmp_path / "fabric.ckpt"
+    _ranks(script, "--data", data, "--steps", 10, "--save-at", 10, "--ckpt", ckpt, "--record", tmp_path / "part.jsonl")
+    assert ckpt.exists()
+    _ranks(script, "--data", data, "--steps", 30, "--resume", ckpt, "--record", tmp_path / "rest.jsonl")
+    for rank in (0, 1):
+        whole, part, rest = (_steps(tmp_path / f"{n}.jsonl", rank) for n in ("whole", "part", "rest"))
+        assert sorted(part) == list(range(10)) and sorted(rest) == list(range(10, 30))
+        for s in range(30):
+            assert (part if s < 10 else rest)[s]["ids"] == whole[s]["ids"], (rank, s)
+    w0, w1 = _steps(tmp_path / "whole.jsonl", 0), _steps(tmp_path / "whole.jsonl", 1)
+    assert all(not set(w0[s]["ids"]) & set(w1[s]["ids"]) for s in range(30))
