@@ -132,7 +132,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(Pipeline pipeline, LoaderOptions 
   if (options.allocator == nullptr) options.allocator = NewHostAllocator();
 
   auto impl = std::make_unique<Impl>();
-  impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options), sampler, par);
+  impl->core = std::make_shared<LoaderCore>(std::move(pipeline), std::move(options),
+                                            std::move(sampler), par);
   impl->core->NotifyPlan();  // before the workers start: read-ahead can begin with them
   impl->threads.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {

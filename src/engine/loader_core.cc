@@ -24,7 +24,7 @@ using detail::kWakeGroupMax;
 LoaderCore::LoaderCore(Pipeline pipeline, LoaderOptions options, Sampler sampler, Parallelism par)
     : pipeline_(std::move(pipeline)),
       options_(std::move(options)),
-      sampler_(sampler),
+      sampler_(std::move(sampler)),
       layout_(std::make_shared<detail::BatchLayout>(
           detail::BatchLayout::Make(options_.batch_size, pipeline_.fields))),
       par_(par),
