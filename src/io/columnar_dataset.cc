@@ -11,6 +11,7 @@
 #include <arrow/c/bridge.h>
 #include <arrow/io/file.h>
 #include <arrow/io/interfaces.h>
+#include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/memory_pool.h>
 #include <arrow/record_batch.h>
@@ -799,12 +800,19 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     auto size = (*mm)->GetSize();
     if (!size.ok()) return FromArrow(size.status(), where);
     f->size = static_cast<uint64_t>(*size);
+    // The whole mapping as one buffer, read through a BufferReader: its reads
+    // (ReadAsync included) are slices answered on this thread; a
+    // MemoryMappedFile's ReadAsync would go to Arrow's I/O thread pool.
+    auto whole = (*mm)->ReadAt(0, *size);
+    if (!whole.ok()) return FromArrow(whole.status(), where);
     return Guard(where, [&]() -> Status {
       // The file format (footer, random access) first, else the stream format
       // (what datasets writes): its batches are found by reading it through.
       arrow::ipc::IpcReadOptions ipc = arrow::ipc::IpcReadOptions::Defaults();
       ipc.memory_pool = Pool();
-      auto fr = arrow::ipc::RecordBatchFileReader::Open(*mm, ipc);
+      ipc.use_threads = false;  // compressed buffers decoded on this thread, not Arrow's pool
+      auto fr = arrow::ipc::RecordBatchFileReader::Open(
+          std::make_shared<arrow::io::BufferReader>(*whole), ipc);
       if (fr.ok()) {
         *schema = (*fr)->schema();
         for (int b = 0; b < (*fr)->num_record_batches(); ++b) {
@@ -815,8 +823,8 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
         }
         return Status();
       }
-      if (!(*mm)->Seek(0).ok()) return DataLossError(where + ": cannot seek");
-      auto sr = arrow::ipc::RecordBatchStreamReader::Open(*mm, ipc);
+      auto sr = arrow::ipc::RecordBatchStreamReader::Open(
+          std::make_shared<arrow::io::BufferReader>(*whole), ipc);
       if (!sr.ok()) {
         return DataLossError(where + ": neither an Arrow IPC file nor stream (" +
                              fr.status().message() + "; " + sr.status().message() + ")");
