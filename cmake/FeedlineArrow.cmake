@@ -39,6 +39,19 @@ if(NOT FEEDLINE_WITH_ARROW STREQUAL "OFF")
       endif()
     endforeach()
   endif()
+  # The release the sources are written against (scripts/requirements-arrow.txt):
+  # another major has another API and another SONAME.
+  set(_arrow_major "")
+  if(EXISTS "${FEEDLINE_PYARROW_DIR}/include/arrow/util/config.h")
+    file(STRINGS "${FEEDLINE_PYARROW_DIR}/include/arrow/util/config.h" _major_line
+         REGEX "^#define ARROW_VERSION_MAJOR [0-9]+")
+    string(REGEX REPLACE "^#define ARROW_VERSION_MAJOR ([0-9]+).*" "\\1" _arrow_major "${_major_line}")
+  endif()
+  if(_arrow_lib AND NOT _arrow_major STREQUAL "25")
+    message(STATUS "feedline: the pyarrow in ${FEEDLINE_PYARROW_DIR} is Arrow ${_arrow_major}, not 25 "
+                   "(scripts/requirements-arrow.txt): not used")
+    set(_arrow_lib "")
+  endif()
   if(_arrow_lib AND _parquet_lib AND EXISTS "${FEEDLINE_PYARROW_DIR}/include/parquet/arrow/reader.h")
     set(FEEDLINE_HAVE_ARROW ON)
     add_library(feedline_arrow INTERFACE IMPORTED GLOBAL)
