@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
@@ -92,6 +93,27 @@ def run_worker(script: str, python: str, name: str, data: Any, a: argparse.Names
     out: Optional[Dict[str, Any]] = json.loads(p.stdout.strip().splitlines()[-1])
     assert out is not None
     return out
+
+
+def median_table(runs: Dict[str, list], rate: str, medians: Iterable[str] = (),
+                 firsts: Iterable[str] = ()) -> Dict[str, Dict[str, Any]]:
+    """Per configuration of interleaved runs: the median of `rate` with its
+    min and max, the medians of `medians`, the first run's `firsts`, and
+    how many runs failed ({rate: None, "error": ...} when all did)."""
+    medians, firsts = list(medians), list(firsts)
+    table: Dict[str, Dict[str, Any]] = {}
+    for name, rs in runs.items():
+        ok = [r for r in rs if "error" not in r]
+        if not ok:
+            table[name] = {rate: None, "error": rs[-1]["error"]}
+            continue
+        rates = [r[rate] for r in ok]
+        row: Dict[str, Any] = {rate: statistics.median(rates), "min": min(rates), "max": max(rates)}
+        row.update({k: statistics.median(r[k] for r in ok) for k in medians})
+        row.update({k: ok[0][k] for k in firsts})
+        row.update(failed_runs=len(rs) - len(ok), runs=rs)
+        table[name] = row
+    return table
 
 
 def rate_rows(table: Dict[str, Dict[str, Any]], error_cell: Callable[[str], str]) -> list:

@@ -30,7 +30,6 @@ import json
 import os
 import pathlib
 import platform
-import statistics
 import sys
 import time
 
@@ -148,17 +147,7 @@ def main():
             runs.setdefault(name, []).append(
                 workers.run_worker(str(pathlib.Path(__file__).resolve()), sys.executable, name, folder, a, cores,
                                    PYTHONPATH, raise_on_error=False))
-    table = {}
-    for name, rs in runs.items():
-        ok = [r for r in rs if "error" not in r]
-        if not ok:
-            table[name] = {"samples_per_s": None, "error": rs[-1]["error"]}
-            continue
-        rates = [r["samples_per_s"] for r in ok]
-        table[name] = {"samples_per_s": statistics.median(rates), "min": min(rates), "max": max(rates),
-                       "first_batch_s": statistics.median(r["first_batch_s"] for r in ok),
-                       "open_s": statistics.median(r["open_s"] for r in ok),
-                       "failed_runs": len(rs) - len(ok), "runs": rs}
+    table = workers.median_table(runs, "samples_per_s", medians=("first_batch_s", "open_s"))
     p, f, t, d = (table[c].get("samples_per_s") for c in CONFIGS)
     ratios = {
         "feedline Parquet / feedline on the same JPEG files (target >= 0.95x)": p / f if p and f else None,

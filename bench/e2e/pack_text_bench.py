@@ -25,7 +25,6 @@ import os
 import pathlib
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYTHONPATH = os.environ.get("FEEDLINE_PYTHONPATH", str(ROOT / "build-torch2" / "python"))
 sys.path.insert(0, str(ROOT))
 from bench.common import results as bench_results  # noqa: E402
+from bench.common import workers  # noqa: E402
 
 FILES = 8
 CONFIGS = ("feedline/pack-text", "datasets/map")
@@ -144,16 +144,7 @@ def main():
                                env=dict(os.environ, PYTHONPATH=PYTHONPATH, HF_HOME=str(corpus.parent / "hf-home")))
             runs.setdefault(name, []).append(json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0
                                              else {"error": f"{name} failed ({p.returncode}): {p.stderr[-2000:]}"})
-    table = {}
-    for name, rs in runs.items():
-        ok = [r for r in rs if "error" not in r]
-        if not ok:
-            table[name] = {"tokens_per_s": None, "error": rs[-1]["error"]}
-            continue
-        rates = [r["tokens_per_s"] for r in ok]
-        table[name] = {"tokens_per_s": statistics.median(rates), "min": min(rates), "max": max(rates),
-                       "seconds": statistics.median(r["seconds"] for r in ok), "tokens": ok[0]["tokens"],
-                       "documents": ok[0]["documents"], "failed_runs": len(rs) - len(ok), "runs": rs}
+    table = workers.median_table(runs, "tokens_per_s", medians=("seconds",), firsts=("tokens", "documents"))
     f, d = table["feedline/pack-text"].get("tokens_per_s"), table["datasets/map"].get("tokens_per_s")
     ratios = {"pack-text / datasets.map, tokens/s (same tokenizer, batched)": f / d if f and d else None}
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {cores} cores",

@@ -551,7 +551,6 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     scratch.clear();
     thread_local std::vector<Pending> pending;  // capacity kept: no allocation per sample
     pending.clear();
-    auto push = [&](const Pending& p) { pending.push_back(p); };
     auto where = [&](const ReadColumn& c) {
       return "file '" + f.name + "', " + (f.parquet ? "row group " : "record batch ") +
              std::to_string(ref.index) + ", row " + std::to_string(file_row) + ", column '" +
@@ -565,14 +564,15 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
       switch (c.info.kind) {
         case ColumnKind::kEncoded:
         case ColumnKind::kText: {
-          const arrow::Array* values = array;
-          int64_t vi = i;
+          // A {bytes, path} struct's bytes child (its data is the struct's,
+          // which the group holds), or the column itself.
+          std::shared_ptr<arrow::Array> child;
           if (array->type_id() == arrow::Type::STRUCT) {
             const auto& st = static_cast<const arrow::StructArray&>(*array);
-            const std::shared_ptr<arrow::Array> bytes = st.GetFieldByName("bytes");
-            if (bytes == nullptr)
+            child = st.GetFieldByName("bytes");
+            if (child == nullptr)
               return DataLossError(where(c) + ": the struct has no 'bytes' field");
-            if (bytes->IsNull(i)) {
+            if (child->IsNull(i)) {
               return DataLossError(
                   where(c) + ": its 'bytes' is null (an image given by path only is not read)");
             }
@@ -580,23 +580,13 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
               const std::shared_ptr<arrow::Array> path = st.GetFieldByName("path");
               if (path != nullptr && !path->IsNull(i)) loc.key = std::string(BinaryView(*path, i));
             }
-            values = bytes.get();
-            // The child is kept alive by the struct, which the group holds.
-            const std::string_view v = BinaryView(*values, vi);
-            if (copy) {
-              push({ci, {}, scratch.size(), v.size(), true});
-              scratch.insert(scratch.end(), v.begin(), v.end());
-            } else {
-              push({ci, v, 0, 0, false});
-            }
-            break;
           }
-          const std::string_view v = BinaryView(*values, vi);
+          const std::string_view v = BinaryView(child != nullptr ? *child : *array, i);
           if (copy) {
-            push({ci, {}, scratch.size(), v.size(), true});
+            pending.push_back({ci, {}, scratch.size(), v.size(), true});
             scratch.insert(scratch.end(), v.begin(), v.end());
           } else {
-            push({ci, v, 0, 0, false});
+            pending.push_back({ci, v, 0, 0, false});
           }
           break;
         }
@@ -607,7 +597,7 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
           if (options_.parts) {
             char buf[24];
             const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-            push({ci, {}, scratch.size(), static_cast<size_t>(r.ptr - buf), true});
+            pending.push_back({ci, {}, scratch.size(), static_cast<size_t>(r.ptr - buf), true});
             scratch.insert(scratch.end(), buf, r.ptr);
           }
           break;
@@ -615,7 +605,7 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
         case ColumnKind::kArray: {
           const size_t begin = scratch.size();
           FEEDLINE_RETURN_IF_ERROR(AppendNpy(*array, i, &scratch, where(c)));
-          push({ci, {}, begin, scratch.size() - begin, true});
+          pending.push_back({ci, {}, begin, scratch.size() - begin, true});
           break;
         }
         case ColumnKind::kOther:
@@ -663,35 +653,24 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
     }
   }
 
+  template <typename ArrowType>
+  static int64_t NumberAt(const arrow::Array& a, int64_t i) {
+    return static_cast<int64_t>(static_cast<const arrow::NumericArray<ArrowType>&>(a).Value(i));
+  }
+
   static Status IntegerAt(const arrow::Array& a, int64_t i, int64_t* out,
                           const std::string& where) {
     switch (a.type_id()) {
       case arrow::Type::BOOL:
         *out = static_cast<const arrow::BooleanArray&>(a).Value(i) ? 1 : 0;
         return Status();
-      case arrow::Type::INT8:
-        // A number, not a character: its sign is meant.
-        // NOLINTNEXTLINE(bugprone-signed-char-misuse)
-        *out = static_cast<const arrow::Int8Array&>(a).Value(i);
-        return Status();
-      case arrow::Type::UINT8:
-        *out = static_cast<const arrow::UInt8Array&>(a).Value(i);
-        return Status();
-      case arrow::Type::INT16:
-        *out = static_cast<const arrow::Int16Array&>(a).Value(i);
-        return Status();
-      case arrow::Type::UINT16:
-        *out = static_cast<const arrow::UInt16Array&>(a).Value(i);
-        return Status();
-      case arrow::Type::INT32:
-        *out = static_cast<const arrow::Int32Array&>(a).Value(i);
-        return Status();
-      case arrow::Type::UINT32:
-        *out = static_cast<const arrow::UInt32Array&>(a).Value(i);
-        return Status();
-      case arrow::Type::INT64:
-        *out = static_cast<const arrow::Int64Array&>(a).Value(i);
-        return Status();
+      case arrow::Type::INT8: *out = NumberAt<arrow::Int8Type>(a, i); return Status();
+      case arrow::Type::UINT8: *out = NumberAt<arrow::UInt8Type>(a, i); return Status();
+      case arrow::Type::INT16: *out = NumberAt<arrow::Int16Type>(a, i); return Status();
+      case arrow::Type::UINT16: *out = NumberAt<arrow::UInt16Type>(a, i); return Status();
+      case arrow::Type::INT32: *out = NumberAt<arrow::Int32Type>(a, i); return Status();
+      case arrow::Type::UINT32: *out = NumberAt<arrow::UInt32Type>(a, i); return Status();
+      case arrow::Type::INT64: *out = NumberAt<arrow::Int64Type>(a, i); return Status();
       case arrow::Type::UINT64: {
         const uint64_t v = static_cast<const arrow::UInt64Array&>(a).Value(i);
         if (v > static_cast<uint64_t>(INT64_MAX)) {
@@ -945,7 +924,6 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
       }
       columns_.push_back(c);
       column_infos_.push_back(info);
-      column_fields_.push_back(i);
     }
     if (options_.parts) {
       for (size_t k = 0; k < columns_.size(); ++k) {
@@ -1099,7 +1077,6 @@ class ColumnarDatasetImpl final : public ColumnarDataset {
   std::vector<ColumnInfo> schema_;
   std::vector<ReadColumn> columns_;
   std::vector<ColumnInfo> column_infos_;
-  std::vector<int> column_fields_;
   int image_column_ = -1;  // index in columns_ (no parts)
   int label_column_ = -1;
   std::vector<GroupRef> groups_;
@@ -1130,7 +1107,6 @@ class GroupCache final : public BackgroundWork {
       Entry& e = it->second;
       if (e.state == Entry::kReady) {
         e.tick = ++tick_;
-        ++hits_;
         return e.data;
       }
       if (e.state == Entry::kFailed) return e.error;
@@ -1295,7 +1271,7 @@ class GroupCache final : public BackgroundWork {
   std::condition_variable cv_;
   std::unordered_map<uint32_t, Entry> map_;
   uint64_t held_ = 0, peak_ = 0, tick_ = 0;
-  uint64_t loads_ = 0, load_ns_ = 0, loaded_bytes_ = 0, hits_ = 0;
+  uint64_t loads_ = 0, load_ns_ = 0, loaded_bytes_ = 0;
   uint32_t in_flight_ = 0, in_flight_limit_ = 0;
   std::shared_ptr<const EpochPlan> plan_;
   uint64_t first_ = 0;
