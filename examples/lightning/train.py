@@ -7,7 +7,7 @@ resumed from a mid-epoch checkpoint sees exactly the samples an
 uninterrupted one would have.
 
     python examples/lightning/train.py --data DIR_OF_PARQUET_OR_IMAGES [--max-steps 200]
-        [--ckpt-every 50] [--resume CKPT] [--record ids.jsonl] [--out DIR]
+        [--ckpt-every 50] [--resume CKPT] [--record ids.jsonl] [--out DIR] [--doctor report.json]
 
 On several processes, launch it once per rank with LOCAL_RANK, NODE_RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (Lightning then uses them) and
@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 import feedline
+from feedline.integrations.lightning import DoctorCallback
 
 
 class Net(L.LightningModule):
@@ -66,9 +67,12 @@ def main() -> None:
     ap.add_argument("--record", default="")
     ap.add_argument("--devices", type=int, default=1)
     ap.add_argument("--out", default="lightning-out")
+    ap.add_argument("--doctor", default="", help="write the doctor's JSON report here")
     a = ap.parse_args()
     torch.manual_seed(0)
     callbacks = []
+    if a.doctor:  # the doctor inside the Trainer: a Callback
+        callbacks.append(DoctorCallback(file=None, json=a.doctor))
     if a.ckpt_every:
         callbacks.append(L.pytorch.callbacks.ModelCheckpoint(dirpath=a.out, every_n_train_steps=a.ckpt_every,
                                                              save_top_k=-1, filename="{step}"))

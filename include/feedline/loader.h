@@ -179,6 +179,9 @@ class FEEDLINE_EXPORT Loader {
   const Sampler& sampler() const;
   uint64_t num_batches() const;  // per epoch, on every rank
   uint64_t epoch() const;        // the epoch of the next batch
+  // The next batch to deliver: what SaveState() would save. A framework
+  // that counts its own steps checks its count against it on resume.
+  SamplerPosition position() const;
   uint32_t num_threads() const;  // active worker threads now (the tuner may change it)
 
   class Impl;

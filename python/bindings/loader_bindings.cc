@@ -338,6 +338,10 @@ class PyLoader {
   }
   uint64_t NumBatches() { return Get().num_batches(); }
   uint64_t Epoch() { return Get().epoch(); }
+  py::tuple Position() {
+    const SamplerPosition p = Get().position();
+    return py::make_tuple(p.epoch, p.batch);
+  }
   uint32_t NumThreads() { return Get().num_threads(); }
   // Class names as os.fsdecode() gives them, so that they equal
   // torchvision's class_to_idx keys even when not UTF-8 (a 'replace'
@@ -779,6 +783,7 @@ void RegisterLoader(py::module_& m) {
       .def_property_readonly("closed", &PyLoader::closed)
       .def_property_readonly("num_batches", &PyLoader::NumBatches)
       .def_property_readonly("epoch", &PyLoader::Epoch)
+      .def_property_readonly("position", &PyLoader::Position)
       .def_property_readonly("num_threads", &PyLoader::NumThreads)
       .def_property_readonly("classes", &PyLoader::Classes)
       .def_property_readonly("source_kind", [](const PyLoader& l) { return l.source_kind(); })

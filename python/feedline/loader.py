@@ -535,6 +535,13 @@ class Loader:
         return self._loader.epoch
 
     @property
+    def position(self) -> Tuple[int, int]:
+        """(epoch, next batch): where the next batch comes from, as
+        state_dict() saves it (after load_state_dict, the restored one)."""
+        e, b = self._loader.position
+        return int(e), int(b)
+
+    @property
     def classes(self) -> List[str]:
         """Class names sorted; index = label (torchvision's ImageFolder.classes).
         Names that are not UTF-8 are decoded as os.fsdecode does."""

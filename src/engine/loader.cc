@@ -205,6 +205,7 @@ MetricsSnapshot Loader::Metrics() const { return impl_->core->Metrics(); }
 const Sampler& Loader::sampler() const { return impl_->core->sampler_; }
 uint64_t Loader::num_batches() const { return impl_->core->sampler_.num_batches(); }
 uint64_t Loader::epoch() const { return impl_->core->epoch(); }
+SamplerPosition Loader::position() const { return impl_->core->position(); }
 uint32_t Loader::num_threads() const { return impl_->core->active_threads(); }
 
 }  // namespace feedline

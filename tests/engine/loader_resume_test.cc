@@ -89,6 +89,22 @@ TEST(LoaderResumeTest, RestoringInPlaceRewindsALiveLoader) {
   EXPECT_EQ(DrainEpoch(*loader), rest);
 }
 
+// position() is the next batch to deliver (what a framework checks its own
+// step count against on resume), restored positions included.
+TEST(LoaderResumeTest, PositionIsTheNextBatchToDeliver) {
+  const testing::TestPipelineOptions tp{.num_samples = 30};
+  auto loader = MustCreate(MakeTestPipeline(tp), Options(2, 3, true));
+  EXPECT_EQ(loader->position(), (SamplerPosition{0, 0}));
+  DrainEpoch(*loader, 3);
+  EXPECT_EQ(loader->position(), (SamplerPosition{0, 3}));
+  const std::string state = loader->SaveState();
+  DrainEpoch(*loader);
+  EXPECT_EQ(loader->position(), (SamplerPosition{1, 0}));
+  auto other = MustCreate(MakeTestPipeline(tp), Options(1, 1, true));
+  ASSERT_TRUE(other->RestoreState(state).ok());
+  EXPECT_EQ(other->position(), (SamplerPosition{0, 3}));
+}
+
 TEST(LoaderResumeTest, MismatchedStateIsRefusedAndThePositionKept) {
   const testing::TestPipelineOptions tp{.num_samples = 30};
   LoaderOptions other_seed = Options(2, 2, true);

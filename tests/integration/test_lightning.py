@@ -6,61 +6,38 @@ Lightning's ModelCheckpoint and resumed from it in new processes trains on
 exactly the rows of an uninterrupted run, step for step and rank for rank;
 the ranks' rows are disjoint (sharded once, by feedline); the loss falls."""
 import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("lightning", reason="lightning is in the torch 2 venv (make test-torch2)")
-pa = pytest.importorskip("pyarrow", reason="FEEDLINE_PYARROW_DIR (make test sets it) has no pyarrow")
-import pyarrow.parquet as pq  # noqa: E402
-from loopback import free_port  # noqa: E402
+pytest.importorskip("pyarrow", reason="FEEDLINE_PYARROW_DIR (make test sets it) has no pyarrow")
+from trainers import ROOT, parquet_set, ranks, steps  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "lightning" / "train.py"
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, gen_dataset):
-    """64 generated images in 4 classes as Parquet with an idx column (row groups of 8)."""
-    base = tmp_path_factory.mktemp("lightning")
-    folder = gen_dataset(base / "images", 64, 4)
-    classes = sorted(p.name for p in folder.iterdir())
-    rows = [(f.read_bytes(), i) for i, c in enumerate(classes) for f in sorted((folder / c).iterdir())]
-    table = pa.table({"image": [b for b, _ in rows], "label": [y for _, y in rows], "idx": list(range(len(rows)))})
-    pq.write_table(table, base / "train.parquet", row_group_size=8)
-    return base / "train.parquet"
+    return parquet_set(tmp_path_factory.mktemp("lightning"), gen_dataset)
 
 
 def _ranks(script, *args):
     """`script` on 2 gloo ranks, launched as Lightning expects external processes."""
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        env = dict(os.environ, LOCAL_RANK=str(rank), NODE_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
-        procs.append(subprocess.Popen([sys.executable, str(script), "--devices", "2", *map(str, args)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = [p.communicate(timeout=600)[0] for p in procs]
-    for p, o in zip(procs, outs):
-        assert p.returncode == 0, o[-4000:]
+    ranks(script, "--devices", 2, *args, rank_env=False)
 
 
-def _fit(data, out, record, max_steps, ckpt_every=0, resume=None):
+def _fit(data, out, record, max_steps, ckpt_every=0, resume=None, doctor=None):
     _ranks(SCRIPT, "--data", data, "--max-steps", max_steps, "--record", record, "--out", out,
-           "--ckpt-every", ckpt_every, *(["--resume", resume] if resume else []))
+           "--ckpt-every", ckpt_every, *(["--resume", resume] if resume else []),
+           *(["--doctor", doctor] if doctor else []))
 
 
-def _steps(record, rank):
-    lines = pathlib.Path(f"{record}.rank{rank}").read_text().splitlines()
-    return {r["step"]: r for r in map(json.loads, lines)}
+_steps = steps
 
 
 def test_a_mid_epoch_checkpoint_resumes_on_exactly_the_rows_of_an_uninterrupted_run(data, tmp_path):
     # 64 rows, 2 ranks x 8: 4 steps an epoch; 30 steps; the checkpoint at step 10 is mid-epoch.
-    _fit(data, tmp_path / "whole", tmp_path / "whole.jsonl", 30)
+    _fit(data, tmp_path / "whole", tmp_path / "whole.jsonl", 30, doctor=tmp_path / "doctor.json")
     _fit(data, tmp_path / "part", tmp_path / "part.jsonl", 10, ckpt_every=10)
     ckpts = sorted((tmp_path / "part").glob("*.ckpt"))
     assert ckpts, "Lightning wrote no checkpoint"
@@ -80,6 +57,13 @@ def test_a_mid_epoch_checkpoint_resumes_on_exactly_the_rows_of_an_uninterrupted_
         assert sorted(seen) == list(range(64)), e
     losses = [w0[s]["loss"] for s in range(30)]
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
+    # The doctor's callback: the Trainer's loop, the LightningModule's training_step as the step.
+    report = json.loads((tmp_path / "doctor.json").read_text())
+    site = report["loop"]["site"]
+    assert site["framework"] == "Lightning" and site["loop"] == "Trainer.fit", site
+    assert site["step"] == "Net.training_step" and site["file"].endswith("lightning/train.py"), site
+    assert report["loader"]["kind"] == "feedline" and report["loop"]["steps"] == 30
+    assert report["loop"]["samples"] == 30 * 8 and report["ranks"]["world_size"] == 2
 
 
 def test_fabric_saves_and_loads_the_loader_with_the_model(data, tmp_path):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from . import rules
 from .evidence import (
+    ABSENT,
     TIMELINE_COLUMNS,
     Capacity,
     Epoch,
@@ -99,6 +100,7 @@ def _loop_section(doctor: Doctor, skip: int = 1) -> Loop:
         steady_steps=len(steady),
         steady_window=_steady_window(mask, [s.epoch for s in steps]),
         steady_step_mean_s=sum(s.step_s for s in steady) / len(steady) if steady else None,
+        site=doctor.loop_site if doctor.loop_site is not None else ABSENT,
     )
 
 

@@ -245,6 +245,19 @@ class Epoch(Record):
 
 
 @dataclasses.dataclass
+class LoopSite(Record):
+    """The loop a framework runs and the user's code its step calls
+    (feedline.integrations): what the report names as the place, rather
+    than the framework's own internals."""
+    framework: str                 # "Lightning", "Accelerate", "Transformers", "torchtitan"
+    version: Optional[str]
+    loop: str                      # the framework's loop: "Trainer.fit", "Trainer.train"
+    step: Optional[str] = None     # the user's step: "Net.training_step"
+    file: Optional[str] = None     # where the step is defined
+    line: Optional[int] = None
+
+
+@dataclasses.dataclass
 class Loop(Record):
     steps: int
     samples: int
@@ -269,6 +282,7 @@ class Loop(Record):
     steady_steps: Optional[int] = ABSENT
     steady_window: Optional[str] = ABSENT
     steady_step_mean_s: Optional[float] = ABSENT
+    site: Optional[LoopSite] = ABSENT  # run inside a framework's loop
 
 
 # -- a torch DataLoader ------------------------------------------------------------------------

@@ -35,6 +35,11 @@ _WRAPPER = "feedline/doctor/_torch_compat.py("   # SyncCallSites' wrapper, as a 
 _CCALL = re.compile(r"^<built-in method (\w+) of ")      # "<built-in method item of Tensor object at 0x...>"
 # Libraries whose frames are not the user's line: the first frame outside them is.
 _LIBRARIES = ("torch", "torchvision", "torchaudio", "feedline", "functorch", "_pytest", "pluggy")
+# The frameworks that run the loop are libraries too, installed ones only (a
+# user's examples/lightning/ is the user's): a report names the user's step
+# inside them (docs/integrations.md), not their internals.
+_FRAMEWORKS = ("lightning", "pytorch_lightning", "lightning_fabric", "accelerate", "transformers", "torchtitan",
+               "torchdata")
 _MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
            "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
            "aten::cudnn_convolution", "aten::_scaled_dot_product_flash_attention",
@@ -188,6 +193,8 @@ def _stacks_from_python(ops: list[Op], python: dict[int, list[tuple[float, float
 def _is_library(path: str) -> bool:
     p = "/" + path.replace("\\", "/")
     if any(f"/{lib}/" in p for lib in _LIBRARIES) or p.startswith("/<"):
+        return True
+    if any(f"-packages/{lib}/" in p for lib in _FRAMEWORKS):
         return True
     # The standard library (contextlib's wrappers around a `with`), not site-packages.
     return bool(re.search(r"/lib/python3(\.\d+)?/", p)) and "-packages/" not in p

@@ -36,6 +36,16 @@ def _source(ev, source):
     return source or "unknown"
 
 
+def site_line(site):
+    """The framework's loop and the user's step it calls (feedline.integrations)."""
+    name = " ".join(x for x in (site["framework"], site.get("version"), site["loop"]) if x)
+    if site.get("step"):
+        name += f", step {site['step']}"
+        if site.get("file"):
+            name += f" ({site['file']}:{site.get('line')})"
+    return f"in        {name}"
+
+
 def step_line(step):
     """The step anatomy in one line (Doctor(profile_steps=N) or a trace)."""
     line = (f"step      {step['window']}: {_ms(step['step_mean_s'])} per step, "
@@ -158,6 +168,8 @@ def text(ev, width=100):
             f"  whole run {loop.get('steps', 0)} steps, {loop.get('samples', 0)} samples in "
             f"{loop.get('wall_s', 0):.2f} s: {_rate(loop.get('samples_per_s'))} samples/s, {100 * starv:.0f}% "
             "waiting for data (start-up included)"]
+    if loop.get("site"):
+        head.insert(0, "  " + site_line(loop["site"]))
     tk = ev.get("tokens")
     if tk:
         head.append("  " + tokens_line(ev, tk))

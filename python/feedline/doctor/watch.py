@@ -21,7 +21,18 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Optional, TextIO, Union
 
-from .evidence import CpuPoint, DeviceTiming, Evidence, HostToDevice, ProbeStatus, Ranks, Step, WhatIf, steady_mask
+from .evidence import (
+    CpuPoint,
+    DeviceTiming,
+    Evidence,
+    HostToDevice,
+    LoopSite,
+    ProbeStatus,
+    Ranks,
+    Step,
+    WhatIf,
+    steady_mask,
+)
 from .feedline_loader import FeedlineProbe, is_feedline_loader
 from .probes import Probe, ProbedBatch
 from .tokens import token_field
@@ -163,6 +174,129 @@ class _DeviceTimer:
                             starvation=idle / total if total > 0 else 0.0).to_json()
 
 
+class _EpochRun:
+    """One epoch being watched. watch()'s generator drives it around each
+    next(); a framework's callbacks drive it through StepHooks. request()
+    when the loop asks for a batch, received() when it has it, step_done()
+    when the step ends (the loop asks again), end() at the epoch's end."""
+
+    def __init__(self, doctor: Doctor, iterable: Any) -> None:
+        self.doctor = doctor
+        self.probe = doctor._attach(iterable)
+        self.epoch: dict[str, Any] = {"index": len(doctor.epochs), "t_iter": _NOW(), "first_batch_s": None,
+                                      "steps": 0, "samples": 0, "t_end": None}
+        if doctor.t0 is None or doctor.cpu_window is None:
+            doctor.t0 = self.epoch["t_iter"]
+            doctor.cpu_window = [_cpu_point(0), None]
+        self.window = doctor.cpu_window
+        self.warmup = self.probe.warmup_batches() if len(doctor.epochs) == 0 else -1
+        doctor.epochs.append(self.epoch)
+        doctor.collectives.install()
+        # (t_request, c0, p0) once asked; then the step in progress:
+        # (t_request, t_recv, samples, thread cpu x2, process cpu, tokens)
+        self.asked: Optional[tuple[float, float, float]] = None
+        self.pending: Optional[tuple[float, float, int, float, float, float, int]] = None
+        self.profiled = False
+        self.ended = False
+
+    def request(self, at: Optional[float] = None) -> None:
+        self.asked = (_NOW() if at is None else at, time.thread_time(), time.process_time())
+
+    def received(self, raw: Any, samples: Optional[int] = None) -> Any:
+        """The batch arrived: returns it unwrapped. `samples` counts it
+        where the caller knows better than the batch (a framework's hook
+        that does not see the batch passes raw=None)."""
+        d, epoch = self.doctor, self.epoch
+        t_recv = _NOW()
+        c1 = time.thread_time()
+        t_request, c0, p0 = self.asked if self.asked is not None else (t_recv, c1, time.process_time())
+        self.asked = None
+        info = raw.info if isinstance(raw, ProbedBatch) else None
+        batch = self.probe.unwrap(raw, t_request, t_recv, epoch["index"]) if raw is not None else None
+        del raw
+        if samples is None:
+            # Counted in the batch itself (a dataset call can make many samples).
+            samples = (info.get("delivered") if info is not None else None) or count_samples(batch)
+        tokens = d._count_tokens(batch) if batch is not None else 0
+        if epoch["first_batch_s"] is None:
+            epoch["first_batch_s"] = t_recv - epoch["t_iter"]
+            if batch is not None:
+                self.probe.note_batch(batch)
+                if isinstance(batch, dict) and d.batch_keys is None:
+                    d.batch_keys = [str(k) for k in batch]
+                if d._cached is None and (d.step_fn is not None or d._device.enabled):
+                    d._cached = clone_batch(batch)
+        d._device.step_start()
+        self.profiled = epoch["steps"] >= max(0, self.warmup) and d.step_profiler.begin_step(
+            d.step_count + 1, d._device.enabled or _cuda_in_use(), t_recv)
+        self.pending = (t_request, t_recv, int(samples or 0), c0, c1, p0, tokens)
+        return batch
+
+    def step_done(self, at: Optional[float] = None) -> None:
+        if self.pending is None:
+            return
+        d = self.doctor
+        d._finish_step(self.epoch, self.pending, keep=not self.profiled, t_done=at)
+        if self.profiled:
+            d.step_profiler.end_step()
+        self.pending = None
+        if self.epoch["steps"] == self.warmup:  # steady state from here: leave start-up CPU out
+            self.window[0] = _cpu_point(d.step_count)
+
+    def end(self, release: bool = True) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        d = self.doctor
+        try:
+            if self.pending is not None:  # the loop left during a step (break, exception)
+                d._finish_step(self.epoch, self.pending)
+                self.pending = None
+        finally:
+            d.collectives.remove()
+            d.step_profiler.finish()  # the epoch ended before the steps asked for
+            self.epoch["t_end"] = _NOW()
+            self.window[1] = _cpu_point(d.step_count)
+            if release:
+                self.probe.release()  # restores the loader unless that would stop its persistent workers
+
+
+class StepHooks:
+    """Doctor.hooks(): a framework callback's side of watching. Call
+    epoch_start() when the epoch begins (the loop is about to ask for its
+    first batch), batch_start(batch) when the step has its batch,
+    batch_end() when the step is done (the loop asks for the next one) and
+    epoch_end() at the epoch's end (or when training stops mid-epoch)."""
+
+    def __init__(self, doctor: Doctor, iterable: Any) -> None:
+        self.doctor, self.iterable = doctor, iterable
+        self._run: Optional[_EpochRun] = None
+
+    def epoch_start(self) -> None:
+        if self._run is not None:
+            self._run.end()
+        self._run = _EpochRun(self.doctor, self.iterable)
+        self._run.request()
+
+    def batch_start(self, batch: Any = None, samples: Optional[int] = None) -> None:
+        if self._run is None:  # a framework that starts mid-epoch (a resumed run) without an epoch hook
+            self.epoch_start()
+        assert self._run is not None
+        self._run.received(batch, samples)
+
+    def batch_end(self, at: Optional[float] = None) -> None:
+        """The step ended (at `at`, a time.perf_counter() reading, when the
+        hook runs later than that): the loop asks for the next batch."""
+        if self._run is not None:
+            self._run.step_done(at)
+            self._run.request(at)
+
+    def epoch_end(self) -> None:
+        if self._run is not None:
+            self._run.end()
+            self._run = None
+
+
 class Watched:
     """What Doctor.watch returns: iterate it once per epoch. report() (the
     module-level `w = watch(loader); ...; w.report()` pattern) diagnoses and
@@ -177,6 +311,22 @@ class Watched:
 
     def __len__(self) -> int:
         return len(self.iterable)
+
+    # A watched loader can be handed to a framework in the loader's place
+    # (docs/integrations.md): its position and epoch are the loader's.
+    def state_dict(self) -> Any:
+        return self.iterable.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.iterable.load_state_dict(state)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.iterable.set_epoch(epoch)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("doctor", "iterable"):  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.iterable, name)
 
     def report(self, **kwargs: Any) -> Report:
         try:
@@ -268,6 +418,8 @@ class Doctor:
         self._h2d: Optional[HostToDevice] = None
         # [at the start (or the end of the first epoch's warm-up), at the last epoch's end]
         self.cpu_window: Optional[list[Optional[CpuPoint]]] = None
+        # The framework's loop and the user's step (feedline.integrations): named in the report.
+        self.loop_site: Optional[LoopSite] = None
 
     @property
     def h2d(self) -> Optional[HostToDevice]:
@@ -297,63 +449,40 @@ class Doctor:
         return self.probe
 
     def _iterate(self, iterable: Any) -> Iterator[Any]:
-        probe, dev = self._attach(iterable), self._device
-        epoch: dict[str, Any] = {"index": len(self.epochs), "t_iter": _NOW(), "first_batch_s": None, "steps": 0,
-                                 "samples": 0, "t_end": None}
-        if self.t0 is None or self.cpu_window is None:
-            self.t0 = epoch["t_iter"]
-            self.cpu_window = [_cpu_point(0), None]
-        window = self.cpu_window
-        warmup = probe.warmup_batches() if len(self.epochs) == 0 else -1
-        self.epochs.append(epoch)
+        run = _EpochRun(self, iterable)
         it = iter(iterable)
-        self.collectives.install()
-        pending = None  # a step in progress: (t_request, t_recv, samples, thread cpu x2, process cpu, tokens)
         try:
             while True:
-                t_request = _NOW()
-                c0 = time.thread_time()
-                p0 = time.process_time()
+                run.request()
                 try:
                     raw = next(it)
                 except StopIteration:
                     break
-                t_recv = _NOW()
-                c1 = time.thread_time()
-                info = raw.info if isinstance(raw, ProbedBatch) else None
-                batch = probe.unwrap(raw, t_request, t_recv, epoch["index"])
+                batch = run.received(raw)
                 del raw
-                # Counted in the batch itself (a dataset call can make many samples).
-                samples = (info.get("delivered") if info is not None else None) or count_samples(batch)
-                tokens = self._count_tokens(batch)
-                if epoch["first_batch_s"] is None:
-                    epoch["first_batch_s"] = t_recv - epoch["t_iter"]
-                    probe.note_batch(batch)
-                    if isinstance(batch, dict) and self.batch_keys is None:
-                        self.batch_keys = [str(k) for k in batch]
-                    if self._cached is None and (self.step_fn is not None or self._device.enabled):
-                        self._cached = clone_batch(batch)
-                dev.step_start()
-                profiled = epoch["steps"] >= max(0, warmup) and self.step_profiler.begin_step(
-                    self.step_count + 1, dev.enabled or _cuda_in_use(), t_recv)
-                pending = (t_request, t_recv, samples, c0, c1, p0, tokens)
                 yield batch
                 del batch
-                self._finish_step(epoch, pending, keep=not profiled)
-                if profiled:
-                    self.step_profiler.end_step()
-                pending = None
-                if epoch["steps"] == warmup:  # steady state from here: leave start-up CPU out
-                    window[0] = _cpu_point(self.step_count)
+                run.step_done()
         finally:
-            if pending is not None:  # the loop left during a step (break, exception)
-                self._finish_step(epoch, pending)
-            self.collectives.remove()
-            self.step_profiler.finish()  # the epoch ended before the steps asked for
-            epoch["t_end"] = _NOW()
-            window[1] = _cpu_point(self.step_count)
+            run.end(release=False)
             del it
-            probe.release()  # restores the loader unless that would stop its persistent workers
+            run.probe.release()  # after the iterator is gone (a DataLoader's workers stop first)
+
+    def hooks(self, iterable: Any, loop: Optional[LoopSite] = None) -> StepHooks:
+        """For a framework that iterates the loader itself and has callbacks
+        around each step (feedline.integrations): the callbacks call the
+        hooks instead of the loop iterating watch(). A feedline loader is
+        looked into by its probe; any other loader (a torch DataLoader a
+        framework wrapped) is timed from the outside. `loop` names the
+        framework's loop and the user's step in the report."""
+        if self.iterable is not None and iterable is not self.iterable:
+            raise ValueError("a Doctor watches one data iterable; make another Doctor for another loop")
+        if self.probe is None:
+            self.iterable = iterable
+            self.probe = FeedlineProbe(iterable) if is_feedline_loader(iterable) else NullProbe(iterable)
+        if loop is not None:
+            self.loop_site = loop
+        return StepHooks(self, iterable)
 
     def _count_tokens(self, batch: Any) -> int:
         """Tokens of a token batch; whether batches are token batches is
@@ -369,8 +498,8 @@ class Doctor:
         return int(f[1].numel()) if f is not None else 0
 
     def _finish_step(self, epoch: dict[str, Any], pending: tuple[float, float, int, float, float, float, int],
-                     keep: bool = True) -> None:
-        t_done = _NOW()
+                     keep: bool = True, t_done: Optional[float] = None) -> None:
+        t_done = _NOW() if t_done is None else t_done
         c2 = time.thread_time()
         self._device.step_end(epoch["index"])
         t_request, t_recv, samples, c0, c1, p0, tokens = pending

@@ -100,6 +100,10 @@ class LoaderCore final : public detail::BufferHome,
     MutexLock l(&mu_);
     return epoch_;
   }
+  SamplerPosition position() const {
+    MutexLock l(&mu_);
+    return {epoch_, deliver_batch_};
+  }
   uint32_t active_threads() const {
     MutexLock l(&mu_);
     return active_threads_;
