@@ -139,10 +139,12 @@ test-torch2: torch2-build $(VENV_S3)/.installed
 	$(VENV_TORCH2)/bin/python -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
 	FEEDLINE_S3_VENV=$(VENV_S3) FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
 	  $(VENV_TORCH2)/bin/python -m pytest -q -rs -p no:cacheprovider tests/integration tests/python
-	@echo "benchmark smoke under torch 2 (quick mode, so their code cannot rot): Parquet images, Parquet text"
+	@echo "benchmark smoke under torch 2 (quick mode, so their code cannot rot): Parquet images, Parquet text, trainer frameworks"
 	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
 	  $(VENV_TORCH2)/bin/python bench/e2e/columnar_bench.py --quick >/dev/null
 	FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python $(VENV_TORCH2)/bin/python bench/e2e/pack_text_bench.py --quick >/dev/null
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	  $(VENV_TORCH2)/bin/python bench/e2e/frameworks_bench.py --quick >/dev/null
 
 # A new user's install (README): `pip install .` into a fresh venv of the
 # python3 on PATH, build isolation, dependencies from PyPI; then the installed
@@ -193,6 +195,10 @@ bench: build torch2-build $(VENV_S3)/.installed $(VENV_S3PEERS)/.installed
 # FineWeb-style Parquet to tokens: pack-text vs datasets.map, the same tokenizer, 10^5 documents.
 	FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
 	  $(VENV_TORCH2)/bin/python bench/e2e/pack_text_bench.py --repeats $(BENCH_REPEATS)
+# Trainer frameworks (issue 37): Lightning, Accelerate and the HF Trainer fitting a small CNN, each with its
+# usual DataLoader and with feedline.
+	FEEDLINE_BIN=$(CURDIR)/$(BUILD_TORCH2)/tools/feedline FEEDLINE_PYTHONPATH=$(CURDIR)/$(BUILD_TORCH2)/python \
+	  $(VENV_TORCH2)/bin/python bench/e2e/frameworks_bench.py --images $(BENCH_IMAGES) --repeats $(BENCH_REPEATS) --batches 20
 	@echo; echo "=== all benchmarks (bench/results/summary.md) ==="
 	$(PYTHON) bench/summary.py
 

@@ -1,7 +1,7 @@
 """One table from every benchmark `make bench` ran (issue 8): feedline vs the
 peer, the ratio, the median and the spread of the repeats. Reads
-bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3,columnar,pack_text}.json (or their
--quick variants) and writes bench/results/summary.{md,json}.
+bench/results/{image_pipeline,storage,tuner,engine,peers,tokens,augment,s3,columnar,pack_text,
+frameworks}.json (or their -quick variants) and writes bench/results/summary.{md,json}.
 
     /usr/bin/python3 bench/summary.py [--quick]
 """
@@ -190,6 +190,16 @@ def pack_text_rows(rows, d):
         f"{ours['min']:.0f}-{ours['max']:.0f}" if a else "", "tokens/s", d["meta"].get("corpus", ""))
 
 
+def frameworks_rows(rows, d):
+    r = d["results"]
+    for f, label in (("lightning", "Lightning Trainer fit"), ("accelerate", "Accelerate loop"),
+                     ("hf-trainer", "HF Trainer fit")):
+        ours, peer = r.get(f"{f}/feedline") or {}, r.get(f"{f}/DataLoader") or {}
+        a, b = ours.get("samples_per_s"), peer.get("samples_per_s")
+        row(rows, f"{label}, feedline vs its usual DataLoader (small CNN)", a, b, a / b if a and b else None,
+            f"{ours['min']:.0f}-{ours['max']:.0f}" if a else "", "samples/s", "issue 37")
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -206,7 +216,7 @@ def main():
     for name, fn in (("image_pipeline", image_rows), ("storage", storage_rows), ("tuner", tuner_rows),
                      ("engine", engine_rows), ("peers", peers_rows),
                      ("tokens", tokens_rows), ("augment", augment_rows), ("s3", s3_rows),
-                     ("columnar", columnar_rows), ("pack_text", pack_text_rows)):
+                     ("columnar", columnar_rows), ("pack_text", pack_text_rows), ("frameworks", frameworks_rows)):
         d = load(name, a.quick)
         if d is None:
             continue

@@ -7,7 +7,7 @@ the state given to torch.distributed.checkpoint (DCP). A small causal LM
 (embedding, one GRU, a head) under DDP on gloo stands in for the model.
 
     python examples/torchtitan/train.py --data train.bin [--steps 200] [--save-at 70 --ckpt DIR]
-        [--resume DIR] [--record rows.jsonl]
+        [--resume DIR] [--record rows.jsonl] [--doctor report.json --doctor-steps 50]
 
 Several processes: once per rank with RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set (torchrun's variables)."""
@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--ckpt", default="torchtitan-ckpt")
     ap.add_argument("--resume", default=None)
     ap.add_argument("--record", default="")
+    ap.add_argument("--doctor", default="", help="the doctor's report after --doctor-steps steps, as JSON here")
+    ap.add_argument("--doctor-steps", type=int, default=50)
     a = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:
@@ -54,7 +56,8 @@ def main() -> None:
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     # The change: torchtitan's config.dataloader is feedline's (here built as its Trainer builds it).
-    config = TokenDataLoader.Config(dataset_path=a.data, dtype="uint16", seed=1, num_threads=1)
+    config = TokenDataLoader.Config(dataset_path=a.data, dtype="uint16", seed=1, num_threads=1,
+                                    doctor_steps=a.doctor_steps if a.doctor else 0, doctor_json=a.doctor)
     dataloader = config.build(dp_world_size=world, dp_rank=rank, tokenizer=None, seq_len=a.seq_len,
                               local_batch_size=a.batch_size)
     step = torch.zeros((), dtype=torch.int64)

@@ -7,6 +7,8 @@ resumed in new processes trains on exactly the sequences of an
 uninterrupted run, step for step and rank for rank; resumed on 1 rank
 instead of 2 (the same global batch), every step holds the sequences the 2
 ranks would have had; the loss falls."""
+import json
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,8 @@ def corpus(tmp_path_factory):
 
 def test_a_dcp_checkpoint_mid_epoch_resumes_on_exactly_the_sequences_of_an_uninterrupted_run(corpus, tmp_path):
     total, cut = 200, 70  # step 70 is batch 8 of epoch 2
-    ranks(SCRIPT, "--data", corpus, "--steps", total, "--record", tmp_path / "whole.jsonl")
+    ranks(SCRIPT, "--data", corpus, "--steps", total, "--record", tmp_path / "whole.jsonl",
+          "--doctor", tmp_path / "doctor.json", "--doctor-steps", 50)
     ranks(SCRIPT, "--data", corpus, "--steps", cut, "--save-at", cut, "--ckpt", tmp_path / "ckpt",
           "--record", tmp_path / "part.jsonl")
     ranks(SCRIPT, "--data", corpus, "--steps", total, "--resume", tmp_path / "ckpt", "--record",
@@ -53,6 +56,11 @@ def test_a_dcp_checkpoint_mid_epoch_resumes_on_exactly_the_sequences_of_an_unint
         assert len(seen) == len(set(seen)) == 8 * PER_EPOCH, e
     losses = [w0[s]["loss"] for s in range(total)]
     assert sum(losses[-40:]) / 40 < 0.8 * sum(losses[:40]) / 40, losses
+    # The doctor in the loader (torchtitan's loop has no callbacks): its report after 50 steps, both ranks.
+    report = json.loads((tmp_path / "doctor.json").read_text())
+    assert report["loop"]["site"]["framework"] == "torchtitan", report["loop"]["site"]
+    assert report["loader"]["type"] == "TokenLoader" and report["loop"]["steps"] == 50
+    assert report["tokens"] and report["ranks"]["world_size"] == 2
 
 
 def test_resumed_on_another_number_of_ranks_every_step_holds_the_same_global_batch(corpus, tmp_path):

@@ -47,6 +47,13 @@ class TokenDataLoader(BaseDataLoader):
         num_threads: int = 0
         """Loader threads; 0: the engine's choice ("auto")."""
         mask_cross_document_labels: bool = False
+        doctor_steps: int = 0
+        """With N > 0, feedline's doctor watches the loop's requests for
+        batches and every rank reports after N steps (a collective: rank 0
+        prints it). torchtitan's loop has no callbacks; the loader is where
+        the doctor sits."""
+        doctor_json: str = ""
+        """Where rank 0 writes that report's JSON ("": nowhere)."""
 
     def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, seq_len: int, local_batch_size: int,
                  tokenizer: Any = None, snapshot_every_n_steps: Optional[int] = None, **kwargs: Any) -> None:
@@ -54,6 +61,8 @@ class TokenDataLoader(BaseDataLoader):
             raise ValueError("TokenDataLoader.Config needs dataset_path: a token file, a Megatron prefix or a "
                              "feedline token-shard folder (feedline.pack_text)")
         self.dp_rank, self.dp_world_size = dp_rank, dp_world_size
+        self.doctor_steps, self.doctor_json = int(config.doctor_steps), config.doctor_json
+        self.report: Any = None  # the doctor's Report, once made
         self.loader = TokenLoader(config.dataset_path, seq_len=seq_len, batch_size=local_batch_size,
                                   dtype=config.dtype, eos_token=config.eos_token, packing=config.packing,
                                   pad_token=config.pad_token, shuffle=config.shuffle, seed=config.seed,
@@ -62,9 +71,22 @@ class TokenDataLoader(BaseDataLoader):
                                   mask_cross_document_labels=config.mask_cross_document_labels)
 
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], torch.Tensor]]:
+        doctor = None
+        if self.doctor_steps > 0 and self.report is None:
+            from ..doctor import Doctor
+            from . import loop_site
+            doctor = Doctor(what_if=False)
+            doctor.loop_site = loop_site("torchtitan", "torchtitan", "Trainer.train")
+        seen = 0
         while True:
-            for batch in self.loader:
+            for batch in (doctor.watch(self.loader) if doctor is not None else self.loader):
+                if doctor is not None and seen == self.doctor_steps:
+                    # N steps done (the loop asked for batch N + 1), on every
+                    # rank alike (the loop is in lockstep). The watched pass
+                    # goes on to the epoch's end: leaving it would restart it.
+                    self.report = doctor.report(json=self.doctor_json or None)
                 yield {"input": batch["input_ids"]}, batch["labels"]
+                seen += 1
 
     def __len__(self) -> int:
         return len(self.loader)
