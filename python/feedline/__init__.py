@@ -20,6 +20,7 @@ any iterable) and says how starved it is, why, and what to change.
 import typing as _typing
 
 from . import _C as _C  # the binding module: feedline._C
+from . import _pickle as _pickle  # the native transforms pickle (Ray, multiprocessing)
 from . import transforms
 from ._C import (
     CancelledError,

@@ -3,6 +3,7 @@
     feedline.integrations.lightning     DoctorCallback (a Lightning Callback)
     feedline.integrations.hf            FeedlineTrainer (transformers.Trainer), DoctorCallback
     feedline.integrations.torchtitan    TokenDataLoader (a torchtitan BaseDataLoader)
+    feedline.integrations.ray           FeedlineMapper (Ray Data), loader state in Ray Train checkpoints
 
 Lightning, Fabric and Accelerate need no adapter to load: a feedline.Loader
 is what they expect of a loader as it is (the page says why); the modules
@@ -10,7 +11,9 @@ here are imported only by those who use the framework, which each imports.
 """
 from __future__ import annotations
 
+import base64
 import inspect
+import json
 import os
 from typing import Any, Callable, Optional
 
@@ -40,3 +43,24 @@ def loop_site(framework: str, module: str, loop: str, step: Optional[Callable[..
             rel = os.path.relpath(file)
             file = rel if not rel.startswith("..") else file
     return LoopSite(framework=framework, version=version, loop=loop, step=name, file=file, line=line)
+
+
+STATE_FILE = "feedline_loader.json"
+
+
+def save_state(state: dict[str, Any], path: str) -> None:
+    """A loader's state_dict() as JSON (its engine state in base64), written
+    whole or not at all."""
+    out = {k: {"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v for k, v in state.items()}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f)
+    os.replace(tmp, path)
+
+
+def load_state(path: str) -> dict[str, Any]:
+    """The state save_state() wrote."""
+    with open(path) as f:
+        data = json.load(f)
+    return {k: base64.b64decode(v["base64"]) if isinstance(v, dict) and set(v) == {"base64"} else v
+            for k, v in data.items()}

@@ -28,9 +28,7 @@ What the Trainer does with a loader, and what FeedlineTrainer changes:
 """
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import os
 import sys
 import time
@@ -41,9 +39,7 @@ import transformers.trainer as _trainer_module
 from transformers import Trainer, TrainerCallback
 
 from ..doctor import Doctor
-from . import loop_site
-
-STATE_FILE = "feedline_loader.json"
+from . import STATE_FILE, load_state, loop_site, save_state
 
 
 class _TrainerLoader:
@@ -85,23 +81,6 @@ class _TrainerLoader:
                                "checkpoint folder mixes two runs, or batch size, gradient accumulation or "
                                "world size changed")
         return self
-
-
-def save_state(state: dict[str, Any], path: str) -> None:
-    """A loader's state_dict() as JSON (its engine state in base64), written
-    whole or not at all."""
-    out = {k: {"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v for k, v in state.items()}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f)
-    os.replace(tmp, path)
-
-
-def load_state(path: str) -> dict[str, Any]:
-    with open(path) as f:
-        data = json.load(f)
-    return {k: base64.b64decode(v["base64"]) if isinstance(v, dict) and set(v) == {"base64"} else v
-            for k, v in data.items()}
 
 
 @contextlib.contextmanager
