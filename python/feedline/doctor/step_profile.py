@@ -38,8 +38,9 @@ _LIBRARIES = ("torch", "torchvision", "torchaudio", "feedline", "functorch", "_p
 # The frameworks that run the loop are libraries too, installed ones only (a
 # user's examples/lightning/ is the user's): a report names the user's step
 # inside them (docs/integrations.md), not their internals.
+# Ray too: Ray Data's progress bars wrap builtins.print (ray/experimental/tqdm_ray.py).
 _FRAMEWORKS = ("lightning", "pytorch_lightning", "lightning_fabric", "accelerate", "transformers", "torchtitan",
-               "torchdata")
+               "torchdata", "ray")
 _MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
            "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
            "aten::cudnn_convolution", "aten::_scaled_dot_product_flash_attention",
