@@ -86,5 +86,7 @@ def test_installed_frameworks_are_library_frames_and_a_users_folder_of_that_name
     assert _is_library("/venv/lib/python3.11/site-packages/transformers/trainer.py")
     assert _is_library("/usr/lib/python3/dist-packages/accelerate/accelerator.py")
     assert _is_library("/venv/lib/python3.11/site-packages/ray/experimental/tqdm_ray.py")  # wraps print
+    assert _is_library("ray/experimental/tqdm_ray.py")  # as the profiler names it: relative to sys.path
     assert not _is_library("/work/project/examples/lightning/train.py")
+    assert not _is_library("examples/lightning/train.py")
     assert not _is_library("/home/me/transformers/my_trainer.py")

@@ -195,7 +195,9 @@ def _is_library(path: str) -> bool:
     p = "/" + path.replace("\\", "/")
     if any(f"/{lib}/" in p for lib in _LIBRARIES) or p.startswith("/<"):
         return True
-    if any(f"-packages/{lib}/" in p for lib in _FRAMEWORKS):
+    # Installed: under site-packages, or as the profiler names a frame,
+    # relative to the sys.path entry it was imported from ("ray/...").
+    if any(f"-packages/{lib}/" in p or (not os.path.isabs(path) and p.startswith(f"/{lib}/")) for lib in _FRAMEWORKS):
         return True
     # The standard library (contextlib's wrappers around a `with`), not site-packages.
     return bool(re.search(r"/lib/python3(\.\d+)?/", p)) and "-packages/" not in p
